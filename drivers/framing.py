@@ -1,0 +1,238 @@
+"""Framing of the reference device protocol (docs/protocols.md), pure bytes in and out.
+
+A frame is ``STX LEN SEQ TYPE PAYLOAD[LEN] CRC_HI CRC_LO`` with STX = 0x02, LEN = 0–64 and the
+CRC-16/CCITT-FALSE of ``LEN SEQ TYPE PAYLOAD`` sent big-endian. ``FrameDecoder`` cuts a byte
+stream into frames and problems and resynchronises at the next STX after a bad frame, like
+zigpy-znp's ``uart.py``; nothing here raises on any input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Final, Literal
+
+STX: Final = 0x02
+MAX_PAYLOAD: Final = 64
+HEADER_SIZE: Final = 4  # STX LEN SEQ TYPE
+TRAILER_SIZE: Final = 2  # CRC_HI CRC_LO
+OVERHEAD: Final = HEADER_SIZE + TRAILER_SIZE
+MAX_FRAME: Final = MAX_PAYLOAD + OVERHEAD
+RAW_HEX_LIMIT: Final = 64  # bytes of a rejected frame kept in FrameError.raw_hex
+
+
+def _crc_table() -> tuple[int, ...]:
+    table = []
+    for byte in range(256):
+        crc = byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
+        table.append(crc & 0xFFFF)
+    return tuple(table)
+
+
+_CRC_TABLE: Final = _crc_table()
+
+
+def crc16_ccitt(data: bytes | bytearray | memoryview, crc: int = 0xFFFF) -> int:
+    """CRC-16/CCITT-FALSE: poly 0x1021, init 0xFFFF, no reflection, no final xor.
+
+    ``crc16_ccitt(b"123456789") == 0x29B1`` (the catalogue check value). Pass a previous result
+    as ``crc`` to continue over more data.
+    """
+    table = _CRC_TABLE
+    for byte in bytes(data):
+        crc = ((crc << 8) & 0xFFFF) ^ table[((crc >> 8) ^ byte) & 0xFF]
+    return crc
+
+
+class MsgType(IntEnum):
+    """Message types of the reference protocol; each device accepts a subset."""
+
+    STATUS_REQUEST = 0x01  # host → device
+    STATUS = 0x10
+    DEAL_START = 0x20
+    PACKET = 0x21
+    STUB = 0x22
+    DEAL_END = 0x23
+    CARD = 0x24
+    FAULT = 0x30
+    DRAW = 0x40
+
+
+def encode_frame(seq: int, msg_type: int, payload: bytes = b"", *, check: bool = True) -> bytes:
+    """One whole frame. ``check=False`` lets a test build an oversize frame (LEN up to 255)."""
+    limit = MAX_PAYLOAD if check else 255
+    if len(payload) > limit:
+        raise ValueError(f"payload of {len(payload)} bytes is over the limit of {limit}")
+    body = bytes((len(payload), seq & 0xFF, msg_type & 0xFF)) + payload
+    crc = crc16_ccitt(body)
+    return bytes((STX,)) + body + bytes((crc >> 8, crc & 0xFF))
+
+
+class FrameEncoder:
+    """Frames messages with a sequence number that counts 0–255 and wraps."""
+
+    def __init__(self, first_seq: int = 0) -> None:
+        self.seq = first_seq & 0xFF
+
+    def encode(self, msg_type: int, payload: bytes = b"") -> bytes:
+        frame = encode_frame(self.seq, msg_type, payload)
+        self.seq = (self.seq + 1) & 0xFF
+        return frame
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """A frame whose checksum was good."""
+
+    seq: int
+    type: int
+    payload: bytes
+
+
+FrameProblemKind = Literal["checksum", "oversize", "truncated", "garbled"]
+
+
+@dataclass(frozen=True, slots=True)
+class FrameProblem:
+    """Bytes the decoder threw away, and why."""
+
+    error: FrameProblemKind
+    detail: str
+    raw: bytes
+
+    @property
+    def raw_hex(self) -> str:
+        return self.raw[:RAW_HEX_LIMIT].hex()
+
+
+def _frame_ok(buf: bytearray, start: int) -> bool | None:
+    """Whether a good frame starts at ``start``: True, False, or None when it is not all here."""
+    if start + 2 > len(buf):
+        return None
+    length = buf[start + 1]
+    if length > MAX_PAYLOAD:
+        return False
+    end = start + length + OVERHEAD
+    if end > len(buf):
+        return None
+    crc = crc16_ccitt(memoryview(buf)[start + 1 : end - 2])
+    return crc == (buf[end - 2] << 8 | buf[end - 1])
+
+
+class FrameDecoder:
+    """Incremental decoder: ``feed`` bytes, get frames and problems, in stream order.
+
+    Resynchronisation (docs/protocols.md "Errors and resynchronisation"): bytes before an STX are
+    one ``garbled`` problem; a LEN over 64 is ``oversize`` and the decoder skips to the next STX;
+    a frame with a bad CRC is ``truncated`` when a good frame starts at an STX inside it (the
+    device was cut off and started again), else ``checksum`` and the whole frame is dropped.
+    ``flush`` (the host calls it after an inter-byte timeout) gives up on a partial frame.
+    """
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._junk = bytearray()
+        self._skipping = False
+
+    @property
+    def pending(self) -> bool:
+        """True while bytes are held that are not yet a frame or a reported problem."""
+        return bool(self._buf or self._junk)
+
+    def reset(self) -> None:
+        self._buf.clear()
+        self._junk.clear()
+        self._skipping = False
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame | FrameProblem]:
+        self._buf += data
+        return self._drain(final=False)
+
+    def flush(self) -> list[Frame | FrameProblem]:
+        """Decide on everything held: complete frames, then a partial one as ``truncated``."""
+        out = self._drain(final=True)
+        if self._buf:
+            raw = bytes(self._buf)
+            self._buf.clear()
+            out.append(FrameProblem("truncated", f"partial frame of {len(raw)} bytes", raw))
+        self._report_junk(out)
+        self._skipping = False
+        return out
+
+    def _report_junk(self, out: list[Frame | FrameProblem]) -> None:
+        if self._junk:
+            raw = bytes(self._junk)
+            self._junk.clear()
+            if not self._skipping:
+                out.append(FrameProblem("garbled", f"{len(raw)} bytes outside a frame", raw))
+
+    def _drain(self, *, final: bool) -> list[Frame | FrameProblem]:
+        out: list[Frame | FrameProblem] = []
+        buf = self._buf
+        while buf:
+            start = buf.find(STX)
+            if start < 0:
+                self._junk += buf
+                buf.clear()
+                break
+            if start:
+                self._junk += buf[:start]
+                del buf[:start]
+            self._report_junk(out)
+            self._skipping = False
+            if len(buf) < 2:
+                break
+            length = buf[1]
+            if length > MAX_PAYLOAD:
+                out.append(
+                    FrameProblem("oversize", f"LEN {length} is over {MAX_PAYLOAD}", bytes(buf[:2]))
+                )
+                del buf[:2]
+                self._skipping = True
+                continue
+            total = length + OVERHEAD
+            if len(buf) < total:
+                if not final:
+                    break
+                restart = self._good_frame_inside(len(buf), final=True)
+                if restart is None:
+                    break
+                out.append(self._cut("truncated", restart, "frame cut short"))
+                continue
+            crc = crc16_ccitt(memoryview(buf)[1 : total - 2])
+            if crc == (buf[total - 2] << 8 | buf[total - 1]):
+                out.append(Frame(buf[2], buf[3], bytes(buf[HEADER_SIZE : total - 2])))
+                del buf[:total]
+                continue
+            restart = self._good_frame_inside(total, final=final)
+            if restart == -1:
+                break
+            if restart is not None:
+                out.append(self._cut("truncated", restart, "frame cut short"))
+            else:
+                out.append(self._cut("checksum", total, f"CRC mismatch (computed {crc:04x})"))
+        return out
+
+    def _cut(self, error: FrameProblemKind, end: int, detail: str) -> FrameProblem:
+        raw = bytes(self._buf[:end])
+        del self._buf[:end]
+        return FrameProblem(error, detail, raw)
+
+    def _good_frame_inside(self, end: int, *, final: bool) -> int | None:
+        """Offset of the first STX in ``buf[1:end]`` that starts a good frame.
+
+        None when there is none; -1 when one might, but its bytes have not all arrived yet (and
+        ``final`` is false), so the caller waits for more.
+        """
+        buf = self._buf
+        pos = buf.find(STX, 1, end)
+        while pos >= 0:
+            ok = _frame_ok(buf, pos)
+            if ok:
+                return pos
+            if ok is None and not final:
+                return -1
+            pos = buf.find(STX, pos + 1, end)
+        return None
