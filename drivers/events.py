@@ -83,7 +83,9 @@ class FrameError(_Event):
     """Bytes the codec rejected: bad checksum, unknown card code, oversize, truncated, garbled."""
 
     kind: Literal["frame_error"] = "frame_error"
-    error: Literal["checksum", "unknown_card", "oversize", "truncated", "garbled", "sequence", "unknown_type"]
+    error: Literal[
+        "checksum", "unknown_card", "oversize", "truncated", "garbled", "sequence", "unknown_type"
+    ]
     detail: str = ""
     raw_hex: str = ""
 

@@ -86,7 +86,7 @@ def card(rank: int, suit: int) -> Card:
 
 
 def parse_card(text: str) -> Card:
-    """Parse ``As``, ``td``, ``10h``, ``K♠``, ``JK`` (any case). Raises CardError naming the text."""
+    """Parse ``As``, ``td``, ``10h``, ``K♠``, ``JK``. Raises CardError naming the text."""
     if not isinstance(text, str):
         raise CardError(f"{text!r}: not a card text")
     raw = text.strip()

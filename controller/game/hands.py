@@ -55,7 +55,7 @@ _JOKER_BIT: Final = 1 << 13
 
 
 def _build_straight_table(wheel_high: bool) -> list[int]:
-    """Best straight rank for every 13-bit rank mask (bit r-2 for rank r), with and without joker."""
+    """Best straight rank for every 13-bit rank mask, with or without joker."""
     windows: list[tuple[int, int]] = []
     for high in range(ACE, 5, -1):
         mask = 0
@@ -177,8 +177,11 @@ def evaluate(cards: Sequence[int], wheel_high: bool = True) -> int:
     if st:
         return (Category.STRAIGHT << _CAT_SHIFT) | (st << 16)
     if trip:
-        return (Category.THREE_OF_A_KIND << _CAT_SHIFT) | (trip << 16) | (singles[0] << 12) | (
-            singles[1] << 8
+        return (
+            (Category.THREE_OF_A_KIND << _CAT_SHIFT)
+            | (trip << 16)
+            | (singles[0] << 12)
+            | (singles[1] << 8)
         )
     if pair2:
         kicker = max(pair3, singles[0]) if singles else pair3

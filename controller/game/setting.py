@@ -9,6 +9,16 @@ from typing import Literal
 from controller.game.cards import Card, card_texts
 from controller.game.hands import FrontValue, HandValue, evaluate, front_key, is_foul_keys
 
+
+def display_order(cards: Sequence[Card]) -> list[Card]:
+    """How a person reads a hand: bigger rank groups first ("K K K 3 3"), then higher ranks, the
+    joker after the natural Aces."""
+    counts: dict[int, int] = {}
+    for c in cards:
+        counts[c.rank] = counts.get(c.rank, 0) + 1
+    return sorted(cards, key=lambda c: (-counts[c.rank], -c.rank, c.is_joker, -c.suit))
+
+
 WheelRank = Literal["second_highest", "lowest"]
 
 
@@ -63,7 +73,9 @@ class Setting:
 
     @property
     def is_foul(self) -> bool:
-        return is_foul_keys(front_key(self.front[0], self.front[1]), evaluate(self.back, self.wheel_high))
+        return is_foul_keys(
+            front_key(self.front[0], self.front[1]), evaluate(self.back, self.wheel_high)
+        )
 
     @property
     def cards(self) -> tuple[Card, ...]:
@@ -71,8 +83,8 @@ class Setting:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "front": card_texts(self.front),
-            "back": card_texts(self.back),
+            "front": card_texts(display_order(self.front)),
+            "back": card_texts(display_order(self.back)),
             "rule": self.rule,
             "front_hand": self.front_value.name,
             "back_hand": self.back_value.name,
