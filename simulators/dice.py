@@ -1,0 +1,255 @@
+"""The USB HID dice reader, device side: a simulated pyusb backend that reports dice rolls.
+
+``DiceReaderSimulator`` speaks the report format of ``drivers.codecs.dice_hid`` through
+``simulators.usb_backend.SimulatedHidBackend``; hand its ``backend`` to the driver
+(``UsbDiceReader(backend=sim.backend)``) and the real pyusb code reads it. Rolls are seeded random
+or given; faults: a repeated report, a misread, a hardware fault, raw bytes (bad checksum, short,
+out-of-range die), unplug and replug.
+
+``python -m simulators dice`` runs the real driver against it in this process and prints what the
+driver reads: Enter rolls (or ``--interval``), ``a b c`` rolls those dice, ``u`` unplugs, ``p``
+plugs back, ``q`` quits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import sys
+from collections.abc import Sequence
+
+import structlog
+
+from drivers.base import Backoff
+from drivers.codecs.dice_hid import (
+    DEFAULT_PRODUCT_ID,
+    DEFAULT_VENDOR_ID,
+    ENDPOINT_IN,
+    REPORT_DESCRIPTOR,
+    REPORT_SIZE,
+    STATUS_HW_FAULT,
+    STATUS_IDLE,
+    STATUS_MISREAD,
+    encode_report,
+    encode_roll,
+)
+from drivers.dice import UsbDiceReader
+from drivers.events import DeviceEvent, PositionDrawn
+from simulators.usb_backend import SimulatedHidBackend
+
+Dice = tuple[int, int, int]
+
+
+class DiceReaderSimulator:
+    """A dice reader on a simulated USB bus. Thread-safe towards the host side (the backend)."""
+
+    def __init__(
+        self,
+        *,
+        seed: int | None = None,
+        vendor_id: int = DEFAULT_VENDOR_ID,
+        product_id: int = DEFAULT_PRODUCT_ID,
+        endpoint_in: int = ENDPOINT_IN,
+        max_packet_size: int = REPORT_SIZE,
+    ) -> None:
+        self.backend = SimulatedHidBackend(
+            vendor_id=vendor_id,
+            product_id=product_id,
+            report_descriptor=REPORT_DESCRIPTOR,
+            endpoint_in=endpoint_in,
+            max_packet_size=max_packet_size,
+            manufacturer="Paigow Table reference",
+            product="Dice Reader (simulated)",
+            serial_number="SIM-DICE-0001",
+        )
+        self._random = random.Random(seed)
+        self.seq = 0
+        self.last_report: bytes | None = None
+        self._power_up()
+
+    def _power_up(self) -> None:
+        self.seq = 0
+        self.backend.queue_report(encode_report(seq=0, status=STATUS_IDLE))
+
+    def _next_seq(self) -> int:
+        self.seq = self.seq % 255 + 1  # 1–255; 0 is the power-up status report's
+        return self.seq
+
+    def _send(self, report: bytes) -> bytes:
+        self.last_report = report
+        self.backend.queue_report(report)
+        return report
+
+    def roll(self, dice: Dice | None = None) -> Dice:
+        """Roll three dice (random from the seed, or the given values) and report them."""
+        if dice is None:
+            a, b, c = (self._random.randint(1, 6) for _ in range(3))
+            dice = (a, b, c)
+        self._send(encode_roll(self._next_seq(), dice))
+        return dice
+
+    def repeat_last(self) -> None:
+        """Send the last report again, as a device does after a glitch (same sequence number)."""
+        if self.last_report is not None:
+            self.backend.queue_report(self.last_report)
+
+    def misread(self) -> None:
+        self._send(encode_report(seq=self._next_seq(), status=STATUS_MISREAD))
+
+    def hardware_fault(self, code: int = 0x01) -> None:
+        self._send(encode_report(seq=self._next_seq(), status=STATUS_HW_FAULT, detail=code))
+
+    def send_raw(self, report: bytes) -> None:
+        """Queue any bytes as one report (a bad checksum, a short or long report, a bad die)."""
+        self.backend.queue_report(report)
+
+    def unplug(self) -> None:
+        self.backend.unplug()
+
+    def replug(self, *, power_cycle: bool = True) -> None:
+        """Plug back in. A bus-powered reader lost power, so it starts again at sequence 0 and
+        sends its power-up status report; ``power_cycle=False`` is a re-enumeration without
+        power loss (hub reset) that keeps the sequence."""
+        self.backend.plug()
+        if power_cycle:
+            self._power_up()
+
+
+def _parse_dice(text: str) -> Dice | None:
+    parts = text.replace(",", " ").split()
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return None
+    a, b, c = (int(p) for p in parts)
+    return (a, b, c)
+
+
+def _print_event(event: DeviceEvent) -> None:
+    if isinstance(event, PositionDrawn) and event.dice is not None:
+        a, b, c = event.dice
+        line = f"read     dice {a} {b} {c}  sum {a + b + c:2d}  -> position {event.number}"
+        print(line, flush=True)
+    else:
+        fields = event.model_dump(exclude={"device", "kind"})
+        print(f"{event.kind:<16} {fields}", flush=True)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    sim = DiceReaderSimulator(seed=args.seed, vendor_id=args.vid, product_id=args.pid)
+    reader = UsbDiceReader(
+        name="dice",
+        vendor_id=args.vid,
+        product_id=args.pid,
+        backend=sim.backend,
+        backoff=Backoff(initial=0.1, cap=1.0),
+    )
+    events: asyncio.Queue[DeviceEvent] = asyncio.Queue()
+    done = asyncio.Event()
+    read = 0
+    print(
+        f"dice reader simulator {args.vid:04x}:{args.pid:04x}: Enter rolls, 'a b c' rolls those"
+        " dice, u unplugs, p plugs back, q quits",
+        flush=True,
+    )
+
+    def command(line: str) -> None:
+        text = line.strip().lower()
+        if text == "q":
+            done.set()
+        elif text == "u":
+            sim.unplug()
+            print("unplugged", flush=True)
+        elif text == "p":
+            sim.replug()
+            print("plugged", flush=True)
+        elif text and (dice := _parse_dice(text)) is not None:
+            print(f"rolled   {sim.roll(dice)}", flush=True)
+        elif not text:
+            print(f"rolled   {sim.roll()}", flush=True)
+        else:
+            print(f"? {text!r}", flush=True)
+
+    async def printer() -> None:
+        nonlocal read
+        while True:
+            event = await events.get()
+            _print_event(event)
+            if isinstance(event, PositionDrawn):
+                read += 1
+                if args.count and read >= args.count:
+                    done.set()
+
+    async def timer() -> None:
+        while True:
+            await asyncio.sleep(args.interval)
+            command("")
+
+    loop = asyncio.get_running_loop()
+    stdin_fd = -1
+    pending = b""
+
+    def on_stdin() -> None:
+        nonlocal pending
+        chunk = os.read(stdin_fd, 4096)
+        if not chunk:
+            loop.remove_reader(stdin_fd)
+            if not args.interval:
+                done.set()  # input closed and nothing else will roll
+            return
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            command(line.decode(errors="replace"))
+
+    watching_stdin = False
+    with contextlib.suppress(OSError, ValueError, AttributeError, NotImplementedError):
+        stdin_fd = sys.stdin.fileno()  # no usable stdin (tests, daemons): rolls come by timer
+        loop.add_reader(stdin_fd, on_stdin)
+        watching_stdin = True
+    try:
+        async with asyncio.TaskGroup() as tg:
+            tasks = [
+                tg.create_task(reader.run(events), name="dice.reader"),
+                tg.create_task(printer(), name="dice.printer"),
+            ]
+            if args.interval:
+                tasks.append(tg.create_task(timer(), name="dice.timer"))
+            await done.wait()
+            for task in tasks:
+                task.cancel()
+    finally:
+        if watching_stdin:
+            loop.remove_reader(stdin_fd)
+    return 0
+
+
+def _int(text: str) -> int:
+    return int(text, 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m simulators dice``: the driver reading a simulated dice reader; returns 0."""
+    parser = argparse.ArgumentParser(
+        prog="python -m simulators dice",
+        description="A simulated USB dice reader read by the real driver.",
+    )
+    parser.add_argument("--seed", type=int, default=None, help="seed of the random rolls")
+    parser.add_argument("--interval", type=float, default=0.0, help="roll every SECONDS too")
+    parser.add_argument("--count", type=int, default=0, help="stop after COUNT positions read")
+    parser.add_argument("--vid", type=_int, default=DEFAULT_VENDOR_ID, help="USB vendor id")
+    parser.add_argument("--pid", type=_int, default=DEFAULT_PRODUCT_ID, help="USB product id")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show the driver's log")
+    args = parser.parse_args(argv)
+    if not args.verbose:  # the printed events say it all; keep warnings
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    try:
+        return asyncio.run(_run(args))
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
