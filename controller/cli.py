@@ -39,7 +39,7 @@ def house_way_lines(lines: Iterable[str], out: TextIO, rules: Rules) -> int:
             failed += 1
             record = {"line": number, "error": str(exc)}
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
-    out.flush()
+        out.flush()  # a line out for every line in: callers may pipe hands one at a time
     return 1 if failed else 0
 
 
