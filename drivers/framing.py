@@ -10,7 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Final, Literal
+from typing import ClassVar, Final, Literal, Protocol
+
+import structlog
+
+from controller.game.cards import DECK
+from drivers.events import (
+    DealEnded,
+    DealStarted,
+    DeviceEvent,
+    DeviceFault,
+    FrameError,
+    StubVerified,
+    foreign_code,
+)
 
 STX: Final = 0x02
 MAX_PAYLOAD: Final = 64
@@ -236,3 +249,259 @@ class FrameDecoder:
                 return -1
             pos = buf.find(STX, pos + 1, end)
         return None
+
+
+# --- The reference protocol's messages and the codec base every reference codec shares ---------
+
+
+class FaultCode(IntEnum):
+    """Fault codes of FAULT messages; STATUS carries them as bits (bit n is code n + 1)."""
+
+    JAM = 0x01
+    DOOR_OPEN = 0x02
+    CARD_MISREAD = 0x03
+    CARD_COUNT = 0x04
+    EMPTY = 0x05
+    HARDWARE = 0x06
+
+
+FAULT_NAMES: Final[dict[int, str]] = {code: code.name.lower() for code in FaultCode}
+
+
+class DeviceState(IntEnum):
+    """The state byte of a STATUS message."""
+
+    IDLE = 0x00
+    SHUFFLING = 0x01
+    READY = 0x02
+    DEALING = 0x03
+    FAULT = 0x04
+
+
+STATE_NAMES: Final[dict[int, str]] = {state: state.name.lower() for state in DeviceState}
+MAX_SHUFFLE_ID: Final = 32
+MAX_FAULT_DETAIL: Final = 48
+
+Message = tuple[MsgType, bytes]
+"""A message before framing: its type and payload (the device side of the protocol)."""
+
+
+def fault_name(code: int) -> str:
+    return FAULT_NAMES.get(code, f"fault_{code:02x}")
+
+
+def msg_status_request() -> Message:
+    return MsgType.STATUS_REQUEST, b""
+
+
+def msg_status(state: DeviceState, faults: frozenset[FaultCode] = frozenset()) -> Message:
+    flags = 0
+    for code in faults:
+        flags |= 1 << (code - 1)
+    return MsgType.STATUS, bytes((state, flags))
+
+
+def msg_deal_start(shuffle_id: str) -> Message:
+    raw = shuffle_id.encode("ascii", "replace")
+    if len(raw) > MAX_SHUFFLE_ID:
+        raise ValueError(f"shuffle id {shuffle_id!r} is over {MAX_SHUFFLE_ID} bytes")
+    return MsgType.DEAL_START, raw
+
+
+def msg_stub(codes: bytes | list[int]) -> Message:
+    return MsgType.STUB, bytes(codes)
+
+
+def msg_deal_end() -> Message:
+    return MsgType.DEAL_END, b""
+
+
+def msg_fault(code: int, detail: str = "") -> Message:
+    return MsgType.FAULT, bytes((code,)) + detail.encode("ascii", "replace")[:MAX_FAULT_DETAIL]
+
+
+def card_texts(codes: bytes) -> tuple[tuple[str, ...], list[int]]:
+    """Card texts of card code bytes (the code is the Card int, 0–52) and the unknown codes.
+
+    An unknown code travels as ``foreign_code(raw)`` (``"?7f"``) so that the deal check calls it a
+    foreign card (RULES.md §6).
+    """
+    texts = []
+    unknown = []
+    for code in codes:
+        if code < len(DECK):
+            texts.append(str(DECK[code]))
+        else:
+            texts.append(foreign_code(code))
+            unknown.append(code)
+    return tuple(texts), unknown
+
+
+class Codec(Protocol):
+    """Bytes ⇄ typed events for one device; pure, incremental, and never raises."""
+
+    device: str
+
+    @property
+    def pending(self) -> bool:
+        """True while it holds bytes of a frame not yet complete."""
+        ...
+
+    def feed(self, data: bytes) -> list[DeviceEvent]:
+        """Events of the bytes that arrived (possibly none, possibly a part of a frame)."""
+        ...
+
+    def flush(self) -> list[DeviceEvent]:
+        """Give up on a partial frame (inter-byte timeout or link lost): FrameError events."""
+        ...
+
+    def reset(self) -> None:
+        """Forget held bytes and the expected sequence number (a new connection)."""
+        ...
+
+    def greeting(self) -> bytes:
+        """Bytes the host sends when it connects (may be empty)."""
+        ...
+
+
+_log = structlog.get_logger()
+
+
+class ReferenceCodec:
+    """Host side of the reference protocol: framing, sequence check and the common messages.
+
+    A subclass names the message types its device sends in ``accepts`` and decodes its own
+    types in ``_decode``. ``feed`` and ``flush`` never raise: a bug in a decoder becomes a
+    ``FrameError(error="garbled", detail="internal codec error …")`` and the codec starts afresh.
+    """
+
+    accepts: ClassVar[frozenset[MsgType]] = frozenset({MsgType.STATUS, MsgType.FAULT})
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self._decoder = FrameDecoder()
+        self._expect: int | None = None
+        self._host = FrameEncoder()
+        self.last_status: tuple[int, int] | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self._decoder.pending
+
+    def feed(self, data: bytes) -> list[DeviceEvent]:
+        try:
+            return self._events(self._decoder.feed(data))
+        except Exception as exc:
+            return self._internal_error(exc)
+
+    def flush(self) -> list[DeviceEvent]:
+        try:
+            return self._events(self._decoder.flush())
+        except Exception as exc:
+            return self._internal_error(exc)
+
+    def reset(self) -> None:
+        self._decoder.reset()
+        self._expect = None
+
+    def greeting(self) -> bytes:
+        return self._host.encode(*msg_status_request())
+
+    def _internal_error(self, exc: Exception) -> list[DeviceEvent]:
+        _log.error("codec_internal_error", device=self.device, exc_info=exc)
+        self.reset()
+        return [
+            FrameError(device=self.device, error="garbled", detail=f"internal codec error: {exc!r}")
+        ]
+
+    def _events(self, items: list[Frame | FrameProblem]) -> list[DeviceEvent]:
+        events: list[DeviceEvent] = []
+        for item in items:
+            if isinstance(item, FrameProblem):
+                events.append(
+                    FrameError(
+                        device=self.device,
+                        error=item.error,
+                        detail=item.detail,
+                        raw_hex=item.raw_hex,
+                    )
+                )
+            else:
+                events.extend(self._frame(item))
+        return events
+
+    def _frame(self, frame: Frame) -> list[DeviceEvent]:
+        events: list[DeviceEvent] = []
+        if self._expect is not None and frame.seq != self._expect:
+            lost = (frame.seq - self._expect) & 0xFF
+            what = "a repeated frame" if lost == 0xFF else f"{lost} frame(s) lost"
+            events.append(
+                self._error(
+                    frame, "sequence", f"expected seq {self._expect}, got {frame.seq}: {what}"
+                )
+            )
+        self._expect = (frame.seq + 1) & 0xFF
+        if frame.type not in self.accepts:
+            events.append(self._error(frame, "unknown_type", f"message type 0x{frame.type:02x}"))
+            return events
+        events.extend(self._decode(MsgType(frame.type), frame))
+        return events
+
+    def _error(
+        self,
+        frame: Frame,
+        error: Literal["garbled", "sequence", "unknown_type", "unknown_card"],
+        detail: str,
+    ) -> FrameError:
+        raw = encode_frame(frame.seq, frame.type, frame.payload)
+        return FrameError(device=self.device, error=error, detail=detail, raw_hex=raw.hex())
+
+    def _bad_payload(self, frame: Frame, expected: str) -> list[DeviceEvent]:
+        name = MsgType(frame.type).name
+        detail = f"{name} payload of {len(frame.payload)} bytes: expected {expected}"
+        return [self._error(frame, "garbled", detail)]
+
+    def _cards(
+        self, frame: Frame, codes: bytes, where: str
+    ) -> tuple[tuple[str, ...], list[DeviceEvent]]:
+        texts, unknown = card_texts(codes)
+        errors: list[DeviceEvent] = [
+            self._error(frame, "unknown_card", f"{where}: card code 0x{code:02x}")
+            for code in unknown
+        ]
+        return texts, errors
+
+    def _decode(self, msg_type: MsgType, frame: Frame) -> list[DeviceEvent]:
+        """Events of one accepted message; a subclass handles its own types, then calls this."""
+        payload = frame.payload
+        device = self.device
+        if msg_type is MsgType.STATUS:
+            if len(payload) != 2:
+                return self._bad_payload(frame, "2 (state, fault bits)")
+            state, flags = payload
+            self.last_status = (state, flags)
+            state_name = STATE_NAMES.get(state, f"0x{state:02x}")
+            return [
+                DeviceFault(device=device, code=fault_name(bit + 1), detail=f"status {state_name}")
+                for bit in range(8)
+                if flags >> bit & 1
+            ]
+        if msg_type is MsgType.FAULT:
+            if not payload:
+                return self._bad_payload(frame, "at least 1 (fault code)")
+            detail = payload[1:].decode("ascii", "backslashreplace")
+            return [DeviceFault(device=device, code=fault_name(payload[0]), detail=detail)]
+        if msg_type is MsgType.DEAL_START:
+            if len(payload) > MAX_SHUFFLE_ID:
+                return self._bad_payload(frame, f"at most {MAX_SHUFFLE_ID} (shuffle id)")
+            return [
+                DealStarted(device=device, shuffle_id=payload.decode("ascii", "backslashreplace"))
+            ]
+        if msg_type is MsgType.STUB:
+            cards, errors = self._cards(frame, payload, "stub")
+            return [*errors, StubVerified(device=device, cards=cards)]
+        if msg_type is MsgType.DEAL_END:
+            if payload:
+                return self._bad_payload(frame, "0")
+            return [DealEnded(device=device)]
+        return [self._error(frame, "unknown_type", f"{msg_type.name} has no decoder here")]
