@@ -1,0 +1,784 @@
+"""The table's journal: SQLite in WAL mode, the source of truth (DESIGN.md "Principles").
+
+Every inbound event, every round and every message to publish is committed here before anything
+is displayed or sent. One :class:`Journal` holds one connection. Every public method is
+synchronous and runs one short transaction (``BEGIN IMMEDIATE`` … ``COMMIT``; with
+``synchronous=FULL`` the commit is on disk when the method returns), so the daemon may call it
+directly from the event loop or through ``asyncio.to_thread``; a lock serialises callers from
+different threads.
+
+Several steps that must stand or fall together go in one :meth:`Journal.transaction`::
+
+    with journal.transaction() as tx:
+        tx.close_round(round_id, "settled", None, result)
+        tx.enqueue(f"{prefix}round", lambda stamp: {"msg_id": stamp.msg_id, "seq": stamp.seq, ...})
+
+Messages get their ``msg_id`` (stable across resends) and the table's next message ``seq`` from
+the journal; a payload given as a builder receives them (a :class:`MessageStamp`) inside the
+transaction, so they can be part of the payload. Nothing of a transaction that raises is kept:
+neither the rows nor the sequence numbers, so the sequence has no gaps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel
+
+SCHEMA_VERSION = 1
+
+Clock = Callable[[], datetime]
+Synchronous = Literal["FULL", "NORMAL"]
+
+
+class RoundStatus(StrEnum):
+    OPEN = "open"
+    SETTLED = "settled"
+    DEAD = "dead"
+    MISDEAL = "misdeal"
+    VOID = "void"
+
+
+CLOSED_STATUSES = frozenset(
+    {RoundStatus.SETTLED, RoundStatus.DEAD, RoundStatus.MISDEAL, RoundStatus.VOID}
+)
+
+
+class JournalError(Exception):
+    """The journal refused an operation (unknown or already closed round, newer schema, …)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MessageStamp:
+    """What the journal assigns to a message: its id, the table's message sequence number, the
+    table and the time it was written."""
+
+    msg_id: str
+    seq: int
+    table_id: str
+    at: str
+
+
+Payload = bytes | str | Mapping[str, Any] | BaseModel
+PayloadBuilder = Callable[[MessageStamp], Payload]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxMessage:
+    """A message to publish. ``payload`` is bytes, text, a JSON-able mapping, a pydantic model,
+    or a builder called with the message's :class:`MessageStamp` returning one of those."""
+
+    topic: str
+    payload: Payload | PayloadBuilder
+    qos: Literal[0, 1, 2] = 1
+    retain: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """A message waiting in the outbox. ``replay`` is set once it was pending when a connection
+    was (re)established, i.e. it is delivered late (:meth:`Journal.mark_replay`)."""
+
+    msg_id: str
+    seq: int
+    table_id: str
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+    created_at: str
+    attempts: int
+    replay: bool
+    round_id: str | None
+
+    def json(self) -> Any:
+        return json.loads(self.payload)
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    id: int
+    round_id: str | None
+    at: str
+    kind: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RoundRecord:
+    round_id: str
+    table_id: str
+    seq: int
+    opened_at: str
+    closed_at: str | None
+    status: RoundStatus
+    reason: str | None
+    result: dict[str, Any] | None
+    events: tuple[EventRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class VoidedRound:
+    """A round :meth:`Journal.recover` voided; given to its message callback."""
+
+    round_id: str
+    table_id: str
+    seq: int
+    opened_at: str
+    closed_at: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class HourCount:
+    hour: str  # "2024-05-01T13:00Z"
+    total: int
+    by_status: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class JournalStats:
+    rounds: int
+    by_status: dict[str, int]
+    events: int
+    outbox_pending: int
+    oldest_pending_at: str | None
+    last_round_at: str | None
+    message_seq: int
+    round_seq: int
+
+
+# --- time and ids ----------------------------------------------------------------------------
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(moment: datetime) -> str:
+    """UTC ISO 8601 with milliseconds and a ``Z``; fixed width, so text order is time order."""
+    if moment.tzinfo is None:
+        raise ValueError("the clock must return timezone-aware datetimes")
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+class _UlidSource:
+    """ULIDs (48-bit milliseconds + 80 random bits, Crockford base 32): time-ordered, and strictly
+    increasing from one source even when the clock stands still or steps back."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> str:
+        ms = int(self._clock().timestamp() * 1000) & ((1 << 48) - 1)
+        value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
+        with self._lock:
+            if value <= self._last:
+                value = self._last + 1
+            self._last = value
+        return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, set | frozenset):
+        return sorted(value)
+    raise TypeError(f"cannot journal a {type(value).__name__} as JSON")
+
+
+def to_json(value: object) -> str:
+    """Compact JSON as the journal stores it (key order kept, non-ASCII kept)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default)
+
+
+def _payload_bytes(payload: Payload) -> bytes:
+    if isinstance(payload, bytes):
+        return payload
+    if isinstance(payload, str):
+        return payload.encode("utf-8")
+    if isinstance(payload, BaseModel):
+        return payload.model_dump_json().encode("utf-8")
+    return to_json(dict(payload)).encode("utf-8")
+
+
+def _event_payload(payload: Mapping[str, Any] | BaseModel) -> str:
+    if isinstance(payload, BaseModel):
+        return payload.model_dump_json()
+    return to_json(dict(payload))
+
+
+# --- schema ----------------------------------------------------------------------------------
+
+_SCHEMA_1 = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE rounds (
+    round_id  TEXT PRIMARY KEY,
+    table_id  TEXT NOT NULL,
+    seq       INTEGER NOT NULL,
+    opened_at TEXT NOT NULL,
+    closed_at TEXT,
+    status    TEXT NOT NULL CHECK (status IN ('open', 'settled', 'dead', 'misdeal', 'void')),
+    reason    TEXT,
+    result    TEXT,
+    UNIQUE (table_id, seq)
+);
+CREATE UNIQUE INDEX rounds_one_open ON rounds (table_id) WHERE status = 'open';
+CREATE INDEX rounds_opened ON rounds (table_id, opened_at);
+CREATE TABLE events (
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    round_id TEXT REFERENCES rounds (round_id),
+    at       TEXT NOT NULL,
+    kind     TEXT NOT NULL,
+    payload  TEXT NOT NULL
+);
+CREATE INDEX events_round ON events (round_id, id);
+CREATE TABLE outbox (
+    msg_id          TEXT PRIMARY KEY,
+    table_id        TEXT NOT NULL,
+    seq             INTEGER NOT NULL,
+    topic           TEXT NOT NULL,
+    payload         BLOB NOT NULL,
+    qos             INTEGER NOT NULL CHECK (qos IN (0, 1, 2)),
+    retain          INTEGER NOT NULL CHECK (retain IN (0, 1)),
+    created_at      TEXT NOT NULL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    last_attempt_at TEXT,
+    replay          INTEGER NOT NULL DEFAULT 0 CHECK (replay IN (0, 1)),
+    round_id        TEXT REFERENCES rounds (round_id),
+    UNIQUE (table_id, seq)
+);
+"""
+
+
+def _create_schema_1(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_1.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+Migration = Callable[[sqlite3.Connection], None]
+
+#: Migration from version ``n`` to ``n + 1``, keyed by ``n``; each runs inside the opening
+#: transaction, which then records the new version. Add ``MIGRATIONS[1]`` for schema 2.
+MIGRATIONS: dict[int, Migration] = {0: _create_schema_1}
+
+
+# --- the journal -----------------------------------------------------------------------------
+
+
+class Transaction:
+    """The operations of one open transaction (from :meth:`Journal.transaction`)."""
+
+    def __init__(self, journal: Journal, conn: sqlite3.Connection) -> None:
+        self._journal = journal
+        self._conn = conn
+        self._now = iso(journal.clock())
+
+    @property
+    def now(self) -> str:
+        """The transaction's timestamp: every row it writes carries this time."""
+        return self._now
+
+    def _counter(self, name: str) -> int:
+        key = f"{name}/{self._journal.table_id}"
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        value = (int(row[0]) if row else 0) + 1
+        self._conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, str(value)),
+        )
+        return value
+
+    def record_event(
+        self, kind: str, payload: Mapping[str, Any] | BaseModel, round_id: str | None = None
+    ) -> int:
+        try:
+            cur = self._conn.execute(
+                "INSERT INTO events (round_id, at, kind, payload) VALUES (?, ?, ?, ?)",
+                (round_id, self._now, kind, _event_payload(payload)),
+            )
+        except sqlite3.IntegrityError:
+            raise JournalError(f"no round {round_id} in the journal") from None
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def open_round(self, round_id: str) -> int:
+        open_id = self._journal._open_round_id(self._conn)
+        if open_id is not None:
+            raise JournalError(f"round {open_id} is still open; close or void it first")
+        seq = self._counter("round_seq")
+        try:
+            self._conn.execute(
+                "INSERT INTO rounds (round_id, table_id, seq, opened_at, status) "
+                "VALUES (?, ?, ?, ?, 'open')",
+                (round_id, self._journal.table_id, seq, self._now),
+            )
+        except sqlite3.IntegrityError:
+            raise JournalError(f"round id {round_id} is already in the journal") from None
+        return seq
+
+    def close_round(
+        self,
+        round_id: str,
+        status: RoundStatus | str,
+        reason: str | None,
+        result: Mapping[str, Any] | BaseModel | None,
+        outbox: Sequence[OutboxMessage] = (),
+    ) -> list[OutboxRow]:
+        closed = RoundStatus(status)
+        if closed not in CLOSED_STATUSES:
+            raise JournalError(f"a round closes as settled, dead, misdeal or void, not {closed}")
+        row = self._conn.execute(
+            "SELECT status FROM rounds WHERE round_id = ? AND table_id = ?",
+            (round_id, self._journal.table_id),
+        ).fetchone()
+        if row is None:
+            raise JournalError(f"no round {round_id} at table {self._journal.table_id}")
+        if row[0] != RoundStatus.OPEN:
+            raise JournalError(f"round {round_id} is already closed ({row[0]})")
+        self._conn.execute(
+            "UPDATE rounds SET status = ?, reason = ?, result = ?, closed_at = ? "
+            "WHERE round_id = ?",
+            (
+                closed.value,
+                reason,
+                None if result is None else _event_payload(result),
+                self._now,
+                round_id,
+            ),
+        )
+        return [
+            self.enqueue(m.topic, m.payload, m.qos, m.retain, round_id=round_id) for m in outbox
+        ]
+
+    def enqueue(
+        self,
+        topic: str,
+        payload: Payload | PayloadBuilder,
+        qos: Literal[0, 1, 2] = 1,
+        retain: bool = False,
+        *,
+        round_id: str | None = None,
+    ) -> OutboxRow:
+        stamp = MessageStamp(
+            msg_id=f"{self._journal.table_id}-{self._journal._ulid()}",
+            seq=self._counter("msg_seq"),
+            table_id=self._journal.table_id,
+            at=self._now,
+        )
+        data = _payload_bytes(payload(stamp) if callable(payload) else payload)
+        self._conn.execute(
+            "INSERT INTO outbox (msg_id, table_id, seq, topic, payload, qos, retain, created_at, "
+            "round_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                stamp.msg_id,
+                stamp.table_id,
+                stamp.seq,
+                topic,
+                data,
+                qos,
+                int(retain),
+                stamp.at,
+                round_id,
+            ),
+        )
+        return OutboxRow(
+            stamp.msg_id,
+            stamp.seq,
+            stamp.table_id,
+            topic,
+            data,
+            qos,
+            retain,
+            stamp.at,
+            0,
+            False,
+            round_id,
+        )
+
+
+class Journal:
+    """The journal of one table in the SQLite file at ``path`` (``":memory:"`` for tests).
+
+    ``clock`` gives every timestamp (timezone-aware; stored as UTC ISO 8601). Opening creates or
+    migrates the schema; a file written by a newer schema is refused.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        table_id: str,
+        *,
+        clock: Clock = utc_now,
+        synchronous: Synchronous = "FULL",
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
+        self.path = os.fspath(path)
+        self.table_id = table_id
+        self.clock = clock
+        self._ulid = _UlidSource(clock)
+        self._lock = threading.RLock()
+        self._in_transaction = False
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE) below.
+        self._conn: sqlite3.Connection | None = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=10.0
+        )
+        try:
+            self._setup(synchronous)
+        except BaseException:
+            self._conn.close()
+            self._conn = None
+            raise
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        table_id: str,
+        *,
+        clock: Clock = utc_now,
+        synchronous: Synchronous = "FULL",
+    ) -> Self:
+        return cls(path, table_id, clock=clock, synchronous=synchronous)
+
+    def _setup(self, synchronous: Synchronous) -> None:
+        conn = self._connection
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode != "wal" and self.path != ":memory:":
+            raise JournalError(f"cannot put {self.path} in WAL mode (got {mode})")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        with self.transaction():
+            version = self._schema_version(conn)
+            if version > SCHEMA_VERSION:
+                raise JournalError(
+                    f"{self.path} has journal schema {version}; this version reads up to "
+                    f"{SCHEMA_VERSION}"
+                )
+            while version < SCHEMA_VERSION:
+                MIGRATIONS[version](conn)
+                version += 1
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (str(version),),
+                )
+
+    @staticmethod
+    def _schema_version(conn: sqlite3.Connection) -> int:
+        has_meta = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone()
+        if not has_meta:
+            return 0
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    @property
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise JournalError("the journal is closed")
+        return self._conn
+
+    def close(self) -> None:
+        """Close the connection (idempotent); the WAL is checkpointed into the main file."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- transactions --------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """One ``BEGIN IMMEDIATE`` … ``COMMIT``: everything done through the yielded
+        :class:`Transaction` is committed together, or, if the block raises, not at all."""
+        with self._lock:
+            if self._in_transaction:
+                raise JournalError("transactions do not nest")
+            conn = self._connection
+            conn.execute("BEGIN IMMEDIATE")
+            self._in_transaction = True
+            try:
+                yield Transaction(self, conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            finally:
+                self._in_transaction = False
+
+    # --- rounds and events ---------------------------------------------------------------
+
+    def new_round_id(self) -> str:
+        """A round id unique across restarts and tables: ``"<table_id>-<ULID>"``, time-ordered."""
+        return f"{self.table_id}-{self._ulid()}"
+
+    def record_event(
+        self, kind: str, payload: Mapping[str, Any] | BaseModel, round_id: str | None = None
+    ) -> int:
+        """Journal one inbound event; returns its id."""
+        with self.transaction() as tx:
+            return tx.record_event(kind, payload, round_id)
+
+    def open_round(self, round_id: str) -> int:
+        """Start a round; returns the table's round sequence number (1, 2, … across restarts).
+        Refused while another round of this table is open."""
+        with self.transaction() as tx:
+            return tx.open_round(round_id)
+
+    def close_round(
+        self,
+        round_id: str,
+        status: RoundStatus | str,
+        reason: str | None,
+        result: Mapping[str, Any] | BaseModel | None,
+        outbox: Sequence[OutboxMessage] = (),
+    ) -> list[OutboxRow]:
+        """Close an open round with its result and queue its messages, in one transaction."""
+        with self.transaction() as tx:
+            return tx.close_round(round_id, status, reason, result, outbox)
+
+    def enqueue(
+        self,
+        topic: str,
+        payload: Payload | PayloadBuilder,
+        qos: Literal[0, 1, 2] = 1,
+        retain: bool = False,
+        *,
+        round_id: str | None = None,
+    ) -> OutboxRow:
+        """Queue one message (alarms, status) with the next message id and sequence number."""
+        with self.transaction() as tx:
+            return tx.enqueue(topic, payload, qos, retain, round_id=round_id)
+
+    def recover(
+        self,
+        reason: str = "restart",
+        on_void: Callable[[VoidedRound], Sequence[OutboxMessage]] | None = None,
+    ) -> list[str]:
+        """Void every round of this table still open (a crash mid-round), with ``reason``.
+
+        ``on_void`` returns the messages announcing each voided round; they are queued in the
+        same transaction. Returns the voided round ids, oldest first.
+        """
+        with self.transaction() as tx:
+            rows = self._connection.execute(
+                "SELECT round_id, seq, opened_at FROM rounds "
+                "WHERE table_id = ? AND status = 'open' ORDER BY seq",
+                (self.table_id,),
+            ).fetchall()
+            for round_id, seq, opened_at in rows:
+                messages: Sequence[OutboxMessage] = ()
+                if on_void is not None:
+                    messages = on_void(
+                        VoidedRound(round_id, self.table_id, seq, opened_at, tx.now, reason)
+                    )
+                tx.close_round(round_id, RoundStatus.VOID, reason, None, messages)
+            return [row[0] for row in rows]
+
+    def _open_round_id(self, conn: sqlite3.Connection) -> str | None:
+        row = conn.execute(
+            "SELECT round_id FROM rounds WHERE table_id = ? AND status = 'open'", (self.table_id,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def open_round_id(self) -> str | None:
+        """The id of this table's open round, if any."""
+        with self._lock:
+            return self._open_round_id(self._connection)
+
+    # --- outbox --------------------------------------------------------------------------
+
+    def pending(self, limit: int = 100) -> list[OutboxRow]:
+        """Unacknowledged messages of this table, oldest (lowest seq) first."""
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT msg_id, seq, table_id, topic, payload, qos, retain, created_at, attempts, "
+                "replay, round_id FROM outbox WHERE table_id = ? ORDER BY seq LIMIT ?",
+                (self.table_id, limit),
+            ).fetchall()
+        return [
+            OutboxRow(
+                r[0], r[1], r[2], r[3], bytes(r[4]), r[5], bool(r[6]), r[7], r[8], bool(r[9]), r[10]
+            )
+            for r in rows
+        ]
+
+    def ack(self, msg_id: str) -> bool:
+        """The broker has the message: delete it. False if it was not pending."""
+        with self.transaction():
+            cur = self._connection.execute("DELETE FROM outbox WHERE msg_id = ?", (msg_id,))
+            return cur.rowcount > 0
+
+    def mark_attempt(self, msg_id: str) -> int:
+        """Count one send attempt; returns the attempts so far (0 if the message is gone)."""
+        with self.transaction() as tx:
+            conn = self._connection
+            conn.execute(
+                "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = ? WHERE msg_id = ?",
+                (tx.now, msg_id),
+            )
+            row = conn.execute("SELECT attempts FROM outbox WHERE msg_id = ?", (msg_id,)).fetchone()
+            return 0 if row is None else int(row[0])
+
+    def mark_replay(self) -> int:
+        """Flag every pending message of this table as replayed (call on (re)connect, before
+        draining the backlog); returns how many were flagged."""
+        with self.transaction():
+            cur = self._connection.execute(
+                "UPDATE outbox SET replay = 1 WHERE table_id = ? AND replay = 0", (self.table_id,)
+            )
+            return cur.rowcount
+
+    # --- queries -------------------------------------------------------------------------
+
+    _ROUND_COLUMNS = "round_id, table_id, seq, opened_at, closed_at, status, reason, result"
+
+    @staticmethod
+    def _round(row: Sequence[Any], events: tuple[EventRecord, ...] = ()) -> RoundRecord:
+        return RoundRecord(
+            round_id=row[0],
+            table_id=row[1],
+            seq=row[2],
+            opened_at=row[3],
+            closed_at=row[4],
+            status=RoundStatus(row[5]),
+            reason=row[6],
+            result=None if row[7] is None else json.loads(row[7]),
+            events=events,
+        )
+
+    def get_round(self, round_id: str) -> RoundRecord | None:
+        """A round with all its events in order (None if unknown)."""
+        with self._lock:
+            conn = self._connection
+            row = conn.execute(
+                f"SELECT {self._ROUND_COLUMNS} FROM rounds WHERE round_id = ?", (round_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            events = tuple(
+                EventRecord(e[0], e[1], e[2], e[3], json.loads(e[4]))
+                for e in conn.execute(
+                    "SELECT id, round_id, at, kind, payload FROM events WHERE round_id = ? "
+                    "ORDER BY id",
+                    (round_id,),
+                )
+            )
+        return self._round(row, events)
+
+    def recent_rounds(self, limit: int = 50, offset: int = 0) -> list[RoundRecord]:
+        """This table's rounds, newest first (without their events)."""
+        with self._lock:
+            rows = self._connection.execute(
+                f"SELECT {self._ROUND_COLUMNS} FROM rounds WHERE table_id = ? "
+                "ORDER BY seq DESC LIMIT ? OFFSET ?",
+                (self.table_id, limit, offset),
+            ).fetchall()
+        return [self._round(r) for r in rows]
+
+    def round_counts_by_hour(self, since: datetime | None = None) -> list[HourCount]:
+        """Rounds opened per UTC hour (oldest first), by status."""
+        since_text = iso(since) if since is not None else ""
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT substr(opened_at, 1, 13) AS hour, status, count(*) FROM rounds "
+                "WHERE table_id = ? AND opened_at >= ? GROUP BY hour, status ORDER BY hour",
+                (self.table_id, since_text),
+            ).fetchall()
+        hours: dict[str, dict[str, int]] = {}
+        for hour, status, count in rows:
+            hours.setdefault(hour, {})[status] = count
+        return [HourCount(f"{h}:00Z", sum(s.values()), s) for h, s in hours.items()]
+
+    def stats(self) -> JournalStats:
+        """Counts for the supervisor page and audits."""
+        with self._lock:
+            conn = self._connection
+            by_status = dict(
+                conn.execute(
+                    "SELECT status, count(*) FROM rounds WHERE table_id = ? GROUP BY status",
+                    (self.table_id,),
+                ).fetchall()
+            )
+            events = conn.execute(
+                "SELECT count(*) FROM events e LEFT JOIN rounds r USING (round_id) "
+                "WHERE e.round_id IS NULL OR r.table_id = ?",
+                (self.table_id,),
+            ).fetchone()[0]
+            pending, oldest = conn.execute(
+                "SELECT count(*), min(created_at) FROM outbox WHERE table_id = ?", (self.table_id,)
+            ).fetchone()
+            last = conn.execute(
+                "SELECT max(opened_at) FROM rounds WHERE table_id = ?", (self.table_id,)
+            ).fetchone()[0]
+            counters = dict(
+                conn.execute(
+                    "SELECT key, value FROM meta WHERE key IN (?, ?)",
+                    (f"msg_seq/{self.table_id}", f"round_seq/{self.table_id}"),
+                ).fetchall()
+            )
+        return JournalStats(
+            rounds=sum(by_status.values()),
+            by_status=by_status,
+            events=events,
+            outbox_pending=pending,
+            oldest_pending_at=oldest,
+            last_round_at=last,
+            message_seq=int(counters.get(f"msg_seq/{self.table_id}", 0)),
+            round_seq=int(counters.get(f"round_seq/{self.table_id}", 0)),
+        )
+
+    # --- maintenance ---------------------------------------------------------------------
+
+    def integrity_check(self) -> list[str]:
+        """SQLite's integrity check: ``["ok"]`` for a sound file."""
+        with self._lock:
+            return [r[0] for r in self._connection.execute("PRAGMA integrity_check").fetchall()]
+
+    def backup(self, destination: str | os.PathLike[str]) -> None:
+        """A consistent copy of the journal while it is in use (SQLite online backup)."""
+        with self._lock:
+            target = sqlite3.connect(os.fspath(destination))
+            try:
+                self._connection.backup(target)
+            finally:
+                target.close()
