@@ -334,11 +334,21 @@ class SerialDevice(_DeviceBase):
 
     transport: Literal["serial"]
     port: ConfigPath = Field(description="device node, e.g. /dev/paigow-shuffler")
-    baudrate: int = Field(default=9600, ge=50, le=4_000_000)
+    baudrate: int = Field(default=38400, ge=50, le=4_000_000)
     bytesize: Literal[5, 6, 7, 8] = 8
     parity: Literal["N", "E", "O", "M", "S"] = "N"
     stopbits: Annotated[float, BeforeValidator(_stopbits)] = 1
-    rtscts: bool = False
+
+    def settings(self) -> dict[str, Any]:
+        """Keyword settings for the driver: the port's line settings, then ``options``."""
+        return {
+            "port": str(self.port),
+            "baudrate": self.baudrate,
+            "bytesize": self.bytesize,
+            "parity": self.parity,
+            "stopbits": self.stopbits,
+            **self.options,
+        }
 
 
 class TcpDevice(_DeviceBase):
@@ -347,6 +357,16 @@ class TcpDevice(_DeviceBase):
     transport: Literal["tcp"]
     host: str = Field(min_length=1)
     port: IpPort
+    connect_timeout: float = Field(default=5.0, gt=0, le=120)
+
+    def settings(self) -> dict[str, Any]:
+        """Keyword settings for the driver: host, port, connect_timeout, then ``options``."""
+        return {
+            "host": self.host,
+            "port": self.port,
+            "connect_timeout": self.connect_timeout,
+            **self.options,
+        }
 
 
 class UsbDevice(_DeviceBase):
@@ -355,17 +375,33 @@ class UsbDevice(_DeviceBase):
     transport: Literal["usb"]
     vendor_id: UsbId
     product_id: UsbId
-    serial_number: str | None = None
     interface: int = Field(default=0, ge=0, le=255)
     endpoint_in: Endpoint = 0x81
     packet_size: int = Field(default=8, ge=1, le=1024)
-    timeout_ms: int = Field(default=1000, ge=1, le=60_000)
+    timeout_ms: int = Field(default=250, ge=1, le=60_000)
+
+    def settings(self) -> dict[str, Any]:
+        """Keyword settings for the driver (``timeout_ms`` as ``read_timeout_ms``), then
+        ``options``."""
+        return {
+            "vendor_id": self.vendor_id,
+            "product_id": self.product_id,
+            "interface": self.interface,
+            "endpoint_in": self.endpoint_in,
+            "packet_size": self.packet_size,
+            "read_timeout_ms": self.timeout_ms,
+            **self.options,
+        }
 
 
 class SoftwareDevice(_DeviceBase):
     """A device with no transport (the software RNG)."""
 
     transport: Literal["none"]
+
+    def settings(self) -> dict[str, Any]:
+        """Keyword settings for the driver: ``options`` only."""
+        return dict(self.options)
 
 
 AnyDevice = SerialDevice | TcpDevice | UsbDevice | SoftwareDevice

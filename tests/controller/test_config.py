@@ -48,7 +48,15 @@ def test_example_config_loads() -> None:
     assert config.paytables.chan_chu == "PT3" and config.paytables.envy
     name, cards = config.cards_device
     assert name == "shuffler" and isinstance(cards, SerialDevice)
-    assert cards.baudrate == 115200 and cards.parity == "N"
+    assert cards.settings() == {
+        "port": "/dev/paigow-shuffler",
+        "baudrate": 38400,
+        "bytesize": 8,
+        "parity": "N",
+        "stopbits": 1,
+        "frame_timeout": 0.25,
+        "silence_timeout": 30.0,
+    }
     assert config.pole_device is not None and config.pole_device[0] == "pole"
     assert config.devices_with_role("position") == ["rng"]
     assert config.mqtt.client_id == "paigow-PG-07"
@@ -74,8 +82,8 @@ BROKEN = {
         "invalid TOML",
     ),
     "unknown key": (
-        "baudrate = 115200",
-        "baudrte = 115200",
+        "baudrate = 38400",
+        "baudrte = 38400",
         "devices.shuffler.baudrte",
         "unknown key (did you mean 'baudrate'?)",
     ),
@@ -262,15 +270,19 @@ def test_password_needs_username(tmp_path: Path) -> None:
 def test_usb_ids_accept_hex_strings(tmp_path: Path) -> None:
     text = MINIMAL + (
         '\n[devices.dice]\ndriver = "hid_dice"\nrole = "position"\ntransport = "usb"\n'
-        'vendor_id = "0x16c0"\nproduct_id = 1503\nendpoint_in = "0x82"\n'
+        'vendor_id = "0x1209"\nproduct_id = 1\nendpoint_in = "0x82"\n'
         '\n[devices.soft]\ndriver = "software_rng"\nrole = "position"\ntransport = "none"\n'
     )
     config = load_config(write(tmp_path, text))
     dice = config.devices["dice"]
     assert isinstance(dice, UsbDevice)
-    assert (dice.vendor_id, dice.product_id, dice.endpoint_in) == (0x16C0, 0x05DF, 0x82)
+    assert (dice.vendor_id, dice.product_id, dice.endpoint_in) == (0x1209, 0x0001, 0x82)
+    assert dice.settings()["read_timeout_ms"] == 250
     assert isinstance(config.devices["soft"], SoftwareDevice)
-    bad = text.replace('vendor_id = "0x16c0"', 'vendor_id = "0x1FFFF"')
+    assert config.devices["soft"].settings() == {}
+    shoe = config.devices["shoe"]
+    assert shoe.settings() == {"host": "127.0.0.1", "port": 7001, "connect_timeout": 5.0}
+    bad = text.replace('vendor_id = "0x1209"', 'vendor_id = "0x1FFFF"')
     with pytest.raises(ConfigError) as caught:
         load_config(write(tmp_path, bad))
     assert [k for _, k, _ in caught.value.errors] == ["devices.dice.vendor_id"]
