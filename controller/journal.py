@@ -61,12 +61,13 @@ class JournalError(Exception):
 @dataclass(frozen=True, slots=True)
 class MessageStamp:
     """What the journal assigns to a message: its id, the table's message sequence number, the
-    table and the time it was written."""
+    table and the time it was written (``time``; ``at`` is the same as stored text)."""
 
     msg_id: str
     seq: int
     table_id: str
     at: str
+    time: datetime
 
 
 Payload = bytes | str | Mapping[str, Any] | BaseModel
@@ -298,7 +299,8 @@ class Transaction:
     def __init__(self, journal: Journal, conn: sqlite3.Connection) -> None:
         self._journal = journal
         self._conn = conn
-        self._now = iso(journal.clock())
+        self._time = journal.clock()
+        self._now = iso(self._time)
 
     @property
     def now(self) -> str:
@@ -329,11 +331,16 @@ class Transaction:
         assert cur.lastrowid is not None
         return cur.lastrowid
 
-    def open_round(self, round_id: str) -> int:
+    def open_round(self, round_id: str, seq: int | None = None) -> int:
         open_id = self._journal._open_round_id(self._conn)
         if open_id is not None:
             raise JournalError(f"round {open_id} is still open; close or void it first")
+        expected = seq
         seq = self._counter("round_seq")
+        if expected is not None and expected != seq:
+            raise JournalError(
+                f"round {round_id}: the table's next round number is {seq}, not {expected}"
+            )
         try:
             self._conn.execute(
                 "INSERT INTO rounds (round_id, table_id, seq, opened_at, status) "
@@ -392,6 +399,7 @@ class Transaction:
             seq=self._counter("msg_seq"),
             table_id=self._journal.table_id,
             at=self._now,
+            time=self._time.astimezone(UTC),
         )
         data = _payload_bytes(payload(stamp) if callable(payload) else payload)
         self._conn.execute(
@@ -558,11 +566,22 @@ class Journal:
         with self.transaction() as tx:
             return tx.record_event(kind, payload, round_id)
 
-    def open_round(self, round_id: str) -> int:
+    def open_round(self, round_id: str, seq: int | None = None) -> int:
         """Start a round; returns the table's round sequence number (1, 2, … across restarts).
-        Refused while another round of this table is open."""
+
+        Refused while another round of this table is open, and, when ``seq`` is given (the
+        number the state machine already announced), unless it is the journal's next number.
+        """
         with self.transaction() as tx:
-            return tx.open_round(round_id)
+            return tx.open_round(round_id, seq)
+
+    def next_round_seq(self) -> int:
+        """The number the next round of this table will get (to seed the state machine)."""
+        with self._lock:
+            row = self._connection.execute(
+                "SELECT value FROM meta WHERE key = ?", (f"round_seq/{self.table_id}",)
+            ).fetchone()
+        return (int(row[0]) if row else 0) + 1
 
     def close_round(
         self,

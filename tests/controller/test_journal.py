@@ -105,7 +105,11 @@ def test_round_ids_unique_across_instances_and_tables(db: Path, clock: FakeClock
 
 def test_round_lifecycle_and_queries(journal: Journal, clock: FakeClock) -> None:
     round_id = journal.new_round_id()
-    assert journal.open_round(round_id) == 1
+    assert journal.next_round_seq() == 1
+    with pytest.raises(JournalError, match="next round number is 1, not 5"):
+        journal.open_round(round_id, seq=5)
+    assert journal.open_round(round_id, seq=1) == 1
+    assert journal.next_round_seq() == 2
     assert journal.open_round_id() == round_id
     with pytest.raises(JournalError, match="still open"):
         journal.open_round(journal.new_round_id())
@@ -124,6 +128,7 @@ def test_round_lifecycle_and_queries(journal: Journal, clock: FakeClock) -> None
         (event_id, "deal_started", "2025-03-01T20:00:01.500Z")
     ]
     assert row.round_id == round_id and row.json()["msg_id"] == row.msg_id
+    assert row.json()["at"] == row.created_at == "2025-03-01T20:00:31.500Z"
     with pytest.raises(JournalError, match="already closed"):
         journal.close_round(round_id, "void", "twice", None)
     with pytest.raises(JournalError, match="no round"):
