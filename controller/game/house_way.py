@@ -92,46 +92,48 @@ class _Ranks:
     """Rank groups of seven cards, the joker grouped with the Aces (RULES.md §2), and whether a
     straight or flush is possible at all (only then is the hand's class worth evaluating)."""
 
-    __slots__ = ("groups", "maybe_complete", "pairs", "quads", "singles", "trips")
+    __slots__ = ("cards", "counts", "maybe_complete", "pairs", "quads", "singles", "trips")
 
     def __init__(self, cards: Sequence[int], wheel_high: bool) -> None:
-        groups: dict[int, list[int]] = {}
+        counts = [0] * 15
         suit_counts = [0, 0, 0, 0]
         rank_mask = 0
         joker = 0
         for c in cards:
-            r = _RANK_OF[c]
-            g = groups.get(r)
-            if g is None:
-                groups[r] = [c]
-            else:
-                g.append(c)
             if c == JOKER_CODE:
                 joker = 1
+                counts[ACE] += 1
             else:
+                r = (c >> 2) + 2
+                counts[r] += 1
                 suit_counts[c & 3] += 1
                 rank_mask |= 1 << (r - 2)
-        self.groups = groups
+        self.cards = cards
+        self.counts = counts
         self.quads: list[int] = []
         self.trips: list[int] = []
         self.pairs: list[int] = []
         self.singles: list[int] = []
-        for r in sorted(groups, reverse=True):
-            n = len(groups[r])
+        for r in range(ACE, 1, -1):
+            n = counts[r]
             if n == 1:
                 self.singles.append(r)
             elif n == 2:
                 self.pairs.append(r)
             elif n == 3:
                 self.trips.append(r)
-            else:
+            elif n:
                 self.quads.append(r)
         self.maybe_complete = max(suit_counts) + joker >= 5 or bool(
             straight_table(wheel_high)[rank_mask | (joker << 13)]
         )
 
+    def group(self, rank: int) -> list[int]:
+        """The cards of a rank, in code order (the joker with the Aces)."""
+        return [c for c in self.cards if _RANK_OF[c] == rank]
+
     def count(self, rank: int) -> int:
-        return len(self.groups.get(rank, ()))
+        return self.counts[rank]
 
     @property
     def singleton_ace(self) -> bool:
@@ -144,9 +146,7 @@ class _Ranks:
         """The class of a hand with no straight or flush, from its rank groups alone."""
         if self.quads:
             return (
-                Category.FIVE_ACES
-                if len(self.groups[self.quads[0]]) == 5
-                else Category.FOUR_OF_A_KIND
+                Category.FIVE_ACES if self.counts[self.quads[0]] == 5 else Category.FOUR_OF_A_KIND
             )
         if self.trips:
             if len(self.trips) >= 2 or self.pairs:
@@ -169,7 +169,7 @@ def _five_aces(h: _Ranks) -> tuple[str, FrontSpec]:
 def _four_of_a_kind(h: _Ranks) -> tuple[str, FrontSpec]:
     quad = h.quads[0]
     # "Contains a pair" includes a pair taken from a three of a kind (RULES.md §7).
-    pair = next((r for r in sorted(h.groups, reverse=True) if r != quad and h.count(r) >= 2), 0)
+    pair = next((r for r in (*h.trips, *h.pairs) if r != quad), 0)
     if quad == ACE:
         if pair >= _SEVEN:
             return "4K-A-PAIR", [(pair, 2)]
@@ -268,12 +268,12 @@ def _choose(
 ) -> tuple[tuple[int, int], int]:
     """The physical front for a spec of ranks (RULES.md §7: highest back, joker in back, order),
     with the value of its back."""
-    groups = h.groups
-    if all(len(groups[rank]) == n for rank, n in spec):  # the ranks name the cards: no choice
-        f = [c for rank, _ in spec for c in groups[rank]]
+    counts = h.counts
+    if all(counts[rank] == n for rank, n in spec):  # the ranks name the cards: no choice
+        f = [c for rank, _ in spec for c in h.group(rank)]
         front = (f[0], f[1])
         return front, evaluate(_back_of(cards, front), wheel_high)
-    options = [combinations(sorted(groups[rank]), n) for rank, n in spec]
+    options = [combinations(h.group(rank), n) for rank, n in spec]
     best: tuple[int, int] | None = None
     best_key: tuple[int, int, tuple[int, ...]] | None = None
     for combo in product(*options):
