@@ -355,3 +355,17 @@ def test_kill_9_loses_no_committed_row(db: Path) -> None:
         assert seqs == list(range(1, len(seqs) + 1))
         # At most the round being dealt when the child died is still open.
         assert len(journal.recover()) <= 1
+
+
+def test_device_events_read_back_as_the_same_event(journal: Journal) -> None:
+    from drivers.events import PacketDealt, parse_event
+
+    round_id = journal.new_round_id()
+    journal.open_round(round_id)
+    event = PacketDealt(device="shuffler", index=3, cards=("As", "JK", "?7f"))
+    journal.record_event(event.kind, event, round_id)
+    record = journal.get_round(round_id)
+    assert record is not None
+    [stored] = record.events
+    assert stored.kind == "packet_dealt"
+    assert parse_event(stored.payload) == event
