@@ -41,7 +41,6 @@ from drivers.base import Backoff
 EXIT_CONFIG_ERROR = 78
 
 Role = Literal["cards", "position", "pole"]
-Transport = Literal["serial", "tcp", "usb", "none"]
 TRANSPORTS: tuple[str, ...] = ("serial", "tcp", "usb", "none")
 
 DEFAULT_SEATS: dict[int, str] = {position: str(position - 1) for position in range(2, 8)}
