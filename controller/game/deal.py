@@ -126,6 +126,9 @@ def _text(item: object) -> str:
     return item if isinstance(item, str) else repr(item)
 
 
+_PACKET_CODES: Final = frozenset({"short_packet", "long_packet", "missing_packet", "extra_packet"})
+
+
 def check_deal(
     packets: Sequence[Sequence[CardInput]], stub: Sequence[CardInput] | None = None
 ) -> DealCheck:
@@ -133,9 +136,9 @@ def check_deal(
 
     ``packets`` holds the cards of each packet in dealing order (card texts or Card codes); a text
     that does not parse is a foreign card. ``stub`` is the four undealt cards when the device
-    reports them (None: not reported, not checked). The stub must hold four cards when 49 were
-    dealt; when the packets themselves are short or long that count is theirs to explain, so
-    then only the deck check applies: deal and stub together hold every card of the deck.
+    reports them (None: not reported, not checked). When every packet holds seven cards, the stub
+    must hold four and deal and stub together every card of the deck; a short, long or missing
+    packet already decides the deal, so the stub is not judged then.
     """
     problems: list[DealProblem] = []
     for n, packet in enumerate(packets, start=1):
@@ -186,9 +189,11 @@ def check_deal(
                 )
             )
 
-    if stub is not None:
-        dealt = sum(len(p) for p in packets)
-        if dealt == DEALT and len(stub) != STUB_SIZE:
+    # With a short, long or missing packet the deal is already dead or misdealt, and what the
+    # reader missed (a lost frame) is not evidence of a broken deck: judge the stub only then.
+    packets_sound = not any(p.code in _PACKET_CODES for p in problems)
+    if stub is not None and packets_sound:
+        if len(stub) != STUB_SIZE:
             problems.append(DealProblem("bad_stub", f"the stub has {len(stub)} cards, not four"))
         missing = [c for c in DECK if c not in seen]
         if missing:

@@ -130,14 +130,16 @@ def test_a_short_packet_whose_card_is_in_the_stub_is_still_dead() -> None:
     assert (check.status, codes(check)) == ("dead", ["short_packet"])
 
 
-def test_a_short_packet_with_a_card_gone_is_a_misdeal_once_the_stub_is_seen() -> None:
+def test_a_short_packet_is_dead_even_when_its_card_is_not_in_the_stub() -> None:
+    # RULES.md §6 rule 3 decides; a card the reader missed (a lost frame) is no deck fault.
     packets, stub = deal()
-    lost = packets[2][6]
     packets[2] = packets[2][:6]
     check = check_deal(packets, stub)
-    assert (check.status, codes(check)) == ("misdeal", ["short_packet", "bad_stub"])
-    assert lost in check.reasons[1].detail
+    assert (check.status, codes(check)) == ("dead", ["short_packet"])
     assert not check.alarm
+    packets, stub = deal()
+    check = check_deal(packets[:6], stub)
+    assert (check.status, codes(check)) == ("dead", ["missing_packet"])
 
 
 def test_a_missing_packet_kills_all_hands() -> None:

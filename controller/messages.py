@@ -1,0 +1,289 @@
+"""What the controller says and hears: payload models of the MQTT feed, the journal and the display,
+and the commands it accepts (DESIGN.md "Messages on the wire and in the journal are pydantic
+models with a schema version").
+
+Outbound payloads are wrapped in an envelope (``envelope``) that carries the schema name and
+version, the message id (stable across resends), the table id, the per-table sequence number and
+the UTC time. Inbound commands are validated here; anything that does not validate is refused
+with the validation's own words.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+SeatLabel = Annotated[str, Field(min_length=1, max_length=8)]
+Amount = Annotated[int, Field(ge=0, le=1_000_000, description="whole currency units")]
+CardText = Annotated[str, Field(min_length=2, max_length=4)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Payload(_Model):
+    """An outbound payload; SCHEMA and VERSION name it on the wire."""
+
+    SCHEMA: ClassVar[str] = ""
+    VERSION: ClassVar[int] = 1
+    TOPIC: ClassVar[str] = ""
+
+
+# --- round results --------------------------------------------------------------------------
+
+
+class Problem(_Model):
+    code: str = Field(description="machine-readable reason, e.g. short_packet, duplicate_card")
+    detail: str = Field(description="the reason for a person")
+
+
+class PositionDraw(_Model):
+    method: Literal["rng", "software_rng", "dice", "dice_manual"]
+    number: int | None = Field(None, ge=1, le=7, description="the RNG's number")
+    dice: tuple[int, int, int] | None = None
+    position: int = Field(ge=1, le=7, description="position that received the first packet")
+
+
+class SettingOut(_Model):
+    front: list[CardText]
+    back: list[CardText]
+    rule: str | None = Field(description="House Way rule id (RULES.md §7); null for a player's own")
+    front_hand: str
+    back_hand: str
+
+
+class DealerOut(_Model):
+    cards: list[CardText]
+    best_hand: str
+    two_jacks: bool = Field(description="two or more natural Jacks: every Pai Gow wager loses")
+    ace_high_pai_gow: bool
+    setting: SettingOut | None = Field(description="null when the dealer has two Jacks")
+
+
+class SideOut(_Model):
+    line: str
+    pays: int = Field(description='"to 1"; 0 push; -1 the wager loses')
+    wager: Amount | None = None
+    win: int | None = Field(
+        None, description="net result in currency units when the wager is known"
+    )
+
+
+class EnvyAwardOut(_Model):
+    from_seat: str
+    line: str
+    amount: int
+
+
+class EnvyOut(_Model):
+    qualifies: bool
+    total: int
+    awards: list[EnvyAwardOut]
+
+
+class Wagers(_Model):
+    pai_gow: Amount | None = None
+    chan_chu: Amount | None = None
+    jacks_beat: Amount | None = None
+    push_ace_high: Amount | None = None
+
+
+class SeatOut(_Model):
+    seat: str
+    position: int
+    cards: list[CardText]
+    best_hand: str
+    wagers: Wagers | None = None
+    chan_chu: SideOut
+    jacks_beat: SideOut
+    push_ace_high: SideOut
+    envy: EnvyOut | None = None
+
+
+class PositionCards(_Model):
+    position: int
+    seat: str = Field(description='seat label, or "dealer" for position 1')
+    cards: list[str]
+
+
+class RoundPayload(Payload):
+    """One round as settled (``status`` settled), or dead, misdealt or voided with its reasons."""
+
+    SCHEMA: ClassVar[str] = "paigow.round"
+    TOPIC: ClassVar[str] = "round"
+
+    round_id: str
+    round_seq: int = Field(description="per-table round number")
+    status: Literal["settled", "dead", "misdeal", "void"]
+    reasons: list[Problem] = []
+    opened_at: datetime
+    closed_at: datetime
+    shuffle_id: str = ""
+    card_source: str = ""
+    first_position: PositionDraw | None = None
+    positions: list[PositionCards] = []
+    dealer: DealerOut | None = None
+    seats: list[SeatOut] = []
+    rules: dict[str, Any] = {}
+    paytables: dict[str, Any] = {}
+
+    @property
+    def topic(self) -> str:
+        return "round" if self.status == "settled" else "dead"
+
+
+class PlayerPayload(Payload):
+    """A player's own setting entered after the dealer's: foul test and the Pai Gow wager."""
+
+    SCHEMA: ClassVar[str] = "paigow.player"
+    TOPIC: ClassVar[str] = "player"
+
+    round_id: str
+    seat: str
+    setting: SettingOut
+    house_way: bool
+    foul: bool
+    pai_gow: dict[str, Any]
+    wager: Amount | None = None
+    win: int | None = None
+
+
+class AlarmPayload(Payload):
+    SCHEMA: ClassVar[str] = "paigow.alarm"
+    TOPIC: ClassVar[str] = "alarm"
+
+    code: str = Field(description="deck_integrity, device_fault, frame_error, deal_timeout, ...")
+    severity: Literal["info", "warning", "critical"]
+    detail: str
+    device: str | None = None
+    round_id: str | None = None
+
+
+class DevicePayload(Payload):
+    SCHEMA: ClassVar[str] = "paigow.device"
+    TOPIC: ClassVar[str] = "device"
+
+    device: str
+    online: bool
+    detail: str = ""
+
+
+class StatusPayload(Payload):
+    SCHEMA: ClassVar[str] = "paigow.status"
+    TOPIC: ClassVar[str] = "status"
+
+    state: Literal["online", "offline"]
+    table_open: bool
+    devices: dict[str, bool]
+    round_id: str | None = None
+    software_version: str = ""
+    config_digest: str = ""
+
+
+def envelope(
+    payload: Payload,
+    *,
+    msg_id: str,
+    table_id: str,
+    seq: int,
+    time: datetime,
+    replayed: bool = False,
+) -> dict[str, Any]:
+    """The wire form of a message: header fields and the payload under ``payload``."""
+    return {
+        "schema": payload.SCHEMA,
+        "version": payload.VERSION,
+        "msg_id": msg_id,
+        "table_id": table_id,
+        "seq": seq,
+        "time": time.isoformat().replace("+00:00", "Z"),
+        "replayed": replayed,
+        "payload": payload.model_dump(mode="json"),
+    }
+
+
+# --- commands -------------------------------------------------------------------------------
+
+
+class _Command(_Model):
+    request_id: str | None = Field(None, max_length=128)
+
+
+class OpenTable(_Command):
+    kind: Literal["open_table"] = "open_table"
+
+
+class CloseTable(_Command):
+    kind: Literal["close_table"] = "close_table"
+
+
+class VoidRound(_Command):
+    kind: Literal["void_round"] = "void_round"
+    round_id: str | None = Field(None, description="defaults to the current round")
+    reason: str = Field("voided by dealer", max_length=200)
+
+
+class SetSeats(_Command):
+    kind: Literal["set_seats"] = "set_seats"
+    occupied: dict[SeatLabel, bool]
+
+
+class SetWagers(_Command):
+    kind: Literal["set_wagers"] = "set_wagers"
+    seat: SeatLabel
+    wagers: Wagers
+
+
+class EnterDice(_Command):
+    kind: Literal["enter_dice"] = "enter_dice"
+    dice: tuple[
+        Annotated[int, Field(ge=1, le=6)],
+        Annotated[int, Field(ge=1, le=6)],
+        Annotated[int, Field(ge=1, le=6)],
+    ]
+
+
+class PlayerSetting(_Command):
+    kind: Literal["player_setting"] = "player_setting"
+    seat: SeatLabel
+    front: tuple[CardText, CardText] | None = Field(None, description="the two front cards")
+    house_way: bool = Field(False, description="set the player's hand by the House Way instead")
+    round_id: str | None = None
+
+
+class StatusRequest(_Command):
+    kind: Literal["status_request"] = "status_request"
+
+
+Command = Annotated[
+    OpenTable
+    | CloseTable
+    | VoidRound
+    | SetSeats
+    | SetWagers
+    | EnterDice
+    | PlayerSetting
+    | StatusRequest,
+    Field(discriminator="kind"),
+]
+COMMAND_ADAPTER: TypeAdapter[Command] = TypeAdapter(Command)
+COMMAND_KINDS = (
+    "open_table",
+    "close_table",
+    "void_round",
+    "set_seats",
+    "set_wagers",
+    "enter_dice",
+    "player_setting",
+    "status_request",
+)
+
+
+def parse_command(data: str | bytes | dict[str, Any]) -> Command:
+    """Validate a command (raises pydantic.ValidationError with precise messages)."""
+    if isinstance(data, dict):
+        return COMMAND_ADAPTER.validate_python(data)
+    return COMMAND_ADAPTER.validate_json(data)

@@ -1,0 +1,768 @@
+"""The round state machine of RULES.md §6: (state, event) → (state, [effects]). No I/O.
+
+The daemon feeds it device events (drivers/events.py), commands (controller/messages.py) and
+clock ticks, and carries out the effects it returns: journal writes, MQTT messages, the display.
+
+A round opens with a deal (DealStarted, or the first packet or card of a deal nobody announced).
+Packets (or single cards from a shoe) and the first-position draw arrive in either order. When
+the deal is complete (DealEnded, or seven packets and the stub) it is checked (deal.check_deal);
+a dead deal or misdeal closes the round at once. Otherwise, as soon as the first position is
+known, packets go to positions, the dealer is set by the House Way (or has two Jacks) and every
+seat's side wagers are settled: the round closes as settled. Players may then enter their own
+settings until the next deal. A new deal closes a round still dealing (reason ``new_deal``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from controller.game.cards import CardError, card_texts, parse_card
+from controller.game.deal import (
+    DealProblem,
+    assign_packets,
+    check_deal,
+    position_from_dice,
+    position_from_rng,
+)
+from controller.game.hands import HandValue, evaluate, is_ace_high_pai_gow
+from controller.game.house_way import house_way
+from controller.game.paytables import Paytable
+from controller.game.setting import Rules, Setting
+from controller.game.wagers import (
+    chan_chu,
+    dealer_has_two_jacks,
+    jacks_beat,
+    push_ace_high,
+    settle_envy,
+    settle_pai_gow,
+)
+from controller.messages import (
+    AlarmPayload,
+    CloseTable,
+    Command,
+    DealerOut,
+    DevicePayload,
+    EnterDice,
+    EnvyAwardOut,
+    EnvyOut,
+    OpenTable,
+    PlayerPayload,
+    PlayerSetting,
+    PositionCards,
+    PositionDraw,
+    Problem,
+    RoundPayload,
+    SeatOut,
+    SetSeats,
+    SettingOut,
+    SetWagers,
+    SideOut,
+    StatusPayload,
+    StatusRequest,
+    VoidRound,
+    Wagers,
+)
+from drivers.events import (
+    CardDealt,
+    DealEnded,
+    DealStarted,
+    DeviceEvent,
+    DeviceFault,
+    DeviceOffline,
+    DeviceOnline,
+    FrameError,
+    PacketDealt,
+    PositionDrawn,
+    StubVerified,
+)
+
+PACKETS = 7
+PACKET_SIZE = 7
+DEALER_POSITION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """The daemon's clock, fed every second or so: lets a silent deal time out."""
+
+    now: datetime
+
+
+TableEvent = DeviceEvent | Command | Tick
+
+
+# --- effects --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RoundOpened:
+    round_id: str
+    round_seq: int
+    shuffle_id: str
+    opened_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RoundClosed:
+    """A round's final word (settled, dead, misdeal or void): journal it, then send and show it."""
+
+    payload: RoundPayload
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerSettled:
+    payload: PlayerPayload
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmRaised:
+    payload: AlarmPayload
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceChanged:
+    payload: DevicePayload
+
+
+@dataclass(frozen=True, slots=True)
+class StatusChanged:
+    payload: StatusPayload
+
+
+@dataclass(frozen=True, slots=True)
+class RoundProgress:
+    """For the display only: how far the current deal has got."""
+
+    round_id: str
+    packets: int
+    cards: int
+    position: PositionDraw | None
+    waiting_for: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommandReply:
+    request_id: str | None
+    command: str
+    ok: bool
+    error: str | None = None
+    data: dict[str, Any] | None = None
+
+
+Effect = (
+    RoundOpened
+    | RoundClosed
+    | PlayerSettled
+    | AlarmRaised
+    | DeviceChanged
+    | StatusChanged
+    | RoundProgress
+    | CommandReply
+)
+
+
+# --- configuration and state ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TableSettings:
+    table_id: str
+    seats: Mapping[int, str]  # positions 2–7 → seat labels (RULES.md §6)
+    rules: Rules
+    chan_chu: Paytable
+    jacks_beat: Paytable
+    envy: Paytable | None = None
+    deal_timeout: timedelta = timedelta(seconds=60)
+
+    def describe_rules(self) -> dict[str, Any]:
+        return {
+            "wheel_rank": self.rules.wheel_rank,
+            "ace_high_pushes_pai_gow": self.rules.ace_high_pushes_pai_gow,
+        }
+
+    def describe_paytables(self) -> dict[str, Any]:
+        return {
+            "chan_chu": self.chan_chu.name,
+            "jacks_beat": self.jacks_beat.name,
+            "envy": self.envy.name if self.envy else None,
+        }
+
+
+@dataclass
+class _Round:
+    round_id: str
+    round_seq: int
+    opened_at: datetime
+    shuffle_id: str = ""
+    source: str = ""
+    packets: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
+    shoe_cards: list[str] = field(default_factory=list)
+    stub: tuple[str, ...] | None = None
+    ended: bool = False
+    draw: PositionDraw | None = None
+    frame_errors: list[str] = field(default_factory=list)
+    settled: bool = False
+    closed: bool = False
+    voided: bool = False
+    dealer_cards: tuple[int, ...] = ()
+    dealer_setting: Setting | None = None
+    seat_cards: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    players: dict[str, PlayerPayload] = field(default_factory=dict)
+
+    def dealt_packets(self) -> list[tuple[str, ...]]:
+        """Packets in deal order; a shoe's cards grouped in sevens, the rest is the stub."""
+        if self.packets:
+            return [cards for _, cards in sorted(self.packets, key=lambda p: p[0])]
+        dealt = self.shoe_cards[: PACKETS * PACKET_SIZE]
+        return [tuple(dealt[i : i + PACKET_SIZE]) for i in range(0, len(dealt), PACKET_SIZE)]
+
+    def stub_cards(self) -> tuple[str, ...] | None:
+        if self.stub is not None:
+            return self.stub
+        extra = self.shoe_cards[PACKETS * PACKET_SIZE :]
+        return tuple(extra) if extra else None
+
+    def complete(self) -> bool:
+        return self.ended or (len(self.packets) >= PACKETS and self.stub is not None)
+
+
+class Table:
+    """One table's rounds. ``handle`` is the only entry point; it never raises on bad input."""
+
+    def __init__(
+        self,
+        settings: TableSettings,
+        *,
+        new_round_id: Callable[[], str],
+        clock: Callable[[], datetime],
+        next_round_seq: int = 1,
+        software_version: str = "",
+        config_digest: str = "",
+    ) -> None:
+        self.settings = settings
+        self._new_round_id = new_round_id
+        self._clock = clock
+        self._next_seq = next_round_seq
+        self._software_version = software_version
+        self._config_digest = config_digest
+        self.round: _Round | None = None
+        self.pending_draw: PositionDraw | None = None
+        self.table_open = True
+        self.devices: dict[str, bool] = {}
+        labels = set(settings.seats.values())
+        self.occupied: dict[str, bool | None] = dict.fromkeys(sorted(labels))
+        self.wagers: dict[str, Wagers] = {}
+
+    # --- the entry point ----------------------------------------------------------------
+
+    def handle(self, event: TableEvent) -> list[Effect]:
+        """Apply one event; return what must be done, in order."""
+        match event:
+            case DealStarted():
+                return self._deal_started(event)
+            case PacketDealt():
+                return self._packet(event)
+            case CardDealt():
+                return self._card(event)
+            case StubVerified():
+                return self._stub(event)
+            case DealEnded():
+                return self._deal_ended(event)
+            case PositionDrawn():
+                return self._position(event)
+            case DeviceOnline() | DeviceOffline():
+                return self._device(event)
+            case DeviceFault():
+                return [
+                    self._alarm(
+                        "device_fault",
+                        "warning",
+                        f"{event.code}: {event.detail}".rstrip(": "),
+                        event.device,
+                    )
+                ]
+            case FrameError():
+                return [
+                    self._alarm(
+                        "frame_error",
+                        "warning",
+                        f"{event.error}: {event.detail}".rstrip(": "),
+                        event.device,
+                    )
+                ]
+            case Tick():
+                return self._tick(event.now)
+            case _:
+                return self._command(event)
+
+    def status(self) -> StatusPayload:
+        return StatusPayload(
+            state="online",
+            table_open=self.table_open,
+            devices=dict(self.devices),
+            round_id=self.round.round_id if self.round and not self.round.closed else None,
+            software_version=self._software_version,
+            config_digest=self._config_digest,
+        )
+
+    # --- the deal -----------------------------------------------------------------------
+
+    def _open_round(self, device: str, shuffle_id: str = "") -> list[Effect]:
+        effects: list[Effect] = []
+        if self.round is not None and not self.round.settled and not self.round.closed:
+            effects += self._close_dead(
+                self.round,
+                [Problem(code="new_deal", detail="a new deal began before this one was complete")],
+                "dead",
+            )
+        now = self._clock()
+        r = _Round(self._new_round_id(), self._next_seq, now, shuffle_id, device)
+        self._next_seq += 1
+        r.draw, self.pending_draw = self.pending_draw, None
+        self.round = r
+        effects.append(RoundOpened(r.round_id, r.round_seq, shuffle_id, now))
+        effects.append(self._progress(r))
+        return effects
+
+    def _current(self, device: str) -> tuple[_Round, list[Effect]]:
+        """The round a dealt card belongs to: the open one, or a new one if none is dealing."""
+        if self.round is not None and not self.round.settled and not self.round.closed:
+            return self.round, []
+        effects = self._open_round(device)
+        assert self.round is not None
+        return self.round, effects
+
+    def _deal_started(self, event: DealStarted) -> list[Effect]:
+        return self._open_round(event.device, event.shuffle_id)
+
+    def _packet(self, event: PacketDealt) -> list[Effect]:
+        r, effects = self._current(event.device)
+        r.packets.append((event.index, tuple(event.cards)))
+        effects.append(self._progress(r))
+        return effects + self._try_settle(r)
+
+    def _card(self, event: CardDealt) -> list[Effect]:
+        r, effects = self._current(event.device)
+        r.shoe_cards.append(event.card)
+        effects.append(self._progress(r))
+        return effects + self._try_settle(r)
+
+    def _stub(self, event: StubVerified) -> list[Effect]:
+        if self.round is None or self.round.settled or self.round.closed:
+            return [
+                self._alarm(
+                    "stub_without_deal", "warning", "a stub arrived with no deal open", event.device
+                )
+            ]
+        self.round.stub = tuple(event.cards)
+        return self._try_settle(self.round)
+
+    def _deal_ended(self, event: DealEnded) -> list[Effect]:
+        if self.round is None or self.round.settled or self.round.closed:
+            return []
+        self.round.ended = True
+        return self._try_settle(self.round)
+
+    def _position(self, event: PositionDrawn) -> list[Effect]:
+        try:
+            if event.method in ("dice", "dice_manual"):
+                if event.dice is None:
+                    raise ValueError("dice result without dice")
+                position = position_from_dice(*event.dice)
+            else:
+                if event.number is None:
+                    raise ValueError("RNG result without a number")
+                position = position_from_rng(event.number)
+        except ValueError as exc:
+            return [self._alarm("position_invalid", "warning", str(exc), event.device)]
+        draw = PositionDraw(
+            method=event.method, number=event.number, dice=event.dice, position=position
+        )
+        r = self.round
+        if r is None or r.settled or r.closed:
+            if self.pending_draw is not None:
+                return [
+                    self._alarm(
+                        "position_replaced",
+                        "info",
+                        "a new first-position draw replaced the unused one",
+                        event.device,
+                    )
+                ]
+            self.pending_draw = draw
+            return []
+        if r.draw is not None:
+            return [
+                self._alarm(
+                    "position_ignored",
+                    "warning",
+                    f"first position already drawn ({r.draw.position}); a second draw is ignored",
+                    event.device,
+                    r.round_id,
+                )
+            ]
+        r.draw = draw
+        return [self._progress(r), *self._try_settle(r)]
+
+    def _progress(self, r: _Round) -> RoundProgress:
+        packets = len(r.dealt_packets()) if r.packets else len(r.shoe_cards) // PACKET_SIZE
+        if not r.complete():
+            waiting = "cards"
+        elif r.draw is None:
+            waiting = "position"
+        else:
+            waiting = ""
+        return RoundProgress(
+            r.round_id,
+            packets,
+            sum(len(p) for _, p in r.packets) + len(r.shoe_cards),
+            r.draw,
+            waiting,
+        )
+
+    def _try_settle(self, r: _Round) -> list[Effect]:
+        if r.settled or r.closed or not r.complete():
+            return []
+        packets = r.dealt_packets()
+        check = check_deal(packets, r.stub_cards())
+        if check.status != "ok":
+            effects: list[Effect] = []
+            if check.alarm:
+                effects.append(
+                    self._alarm(
+                        "deck_integrity",
+                        "critical",
+                        "; ".join(
+                            p.detail
+                            for p in check.reasons
+                            if p.code in ("duplicate_card", "foreign_card", "second_joker")
+                        ),
+                        r.source,
+                        r.round_id,
+                    )
+                )
+            return effects + self._close_dead(r, [_problem(p) for p in check.reasons], check.status)
+        if r.draw is None:
+            return [self._progress(r)]
+        return self._settle(r, packets)
+
+    def _settle(self, r: _Round, packets: list[tuple[str, ...]]) -> list[Effect]:
+        assert r.draw is not None
+        s = self.settings
+        rules = s.rules
+        by_position = assign_packets(packets, r.draw.position)
+        dealer = tuple(int(c) for c in by_position[DEALER_POSITION])
+        two_jacks = dealer_has_two_jacks(dealer)
+        setting = None if two_jacks else house_way(by_position[DEALER_POSITION], rules)
+        dealer_value = HandValue(evaluate(dealer, rules.wheel_high))
+        r.dealer_cards, r.dealer_setting = dealer, setting
+
+        seats = [
+            (pos, s.seats[pos])
+            for pos in sorted(s.seats)
+            if self.occupied.get(s.seats[pos]) is not False
+        ]
+        envy = None
+        if s.envy is not None:
+            envy = settle_envy(
+                {
+                    label: (by_position[pos], self.wagers.get(label, Wagers()).chan_chu)
+                    for pos, label in seats
+                },
+                s.envy,
+            )
+        seat_out: list[SeatOut] = []
+        for pos, label in seats:
+            cards = tuple(int(c) for c in by_position[pos])
+            r.seat_cards[label] = cards
+            w = self.wagers.get(label)
+            cc = chan_chu(cards, s.chan_chu)
+            jb = jacks_beat(dealer, cards, s.jacks_beat, rules)
+            pah = push_ace_high(dealer, cards, rules)
+            e = envy[label] if envy is not None else None
+            seat_out.append(
+                SeatOut(
+                    seat=label,
+                    position=pos,
+                    cards=card_texts(cards),
+                    best_hand=HandValue(evaluate(cards, rules.wheel_high)).name,
+                    wagers=w,
+                    chan_chu=_side(cc.line, cc.pays, w.chan_chu if w else None),
+                    jacks_beat=_side(jb.line, jb.pays, w.jacks_beat if w else None),
+                    push_ace_high=_side(pah.line, pah.pays, w.push_ace_high if w else None),
+                    envy=EnvyOut(
+                        qualifies=e.qualifies,
+                        total=e.total,
+                        awards=[EnvyAwardOut(**a.to_dict()) for a in e.awards],
+                    )
+                    if e
+                    else None,  # type: ignore[arg-type]
+                )
+            )
+        payload = RoundPayload(
+            round_id=r.round_id,
+            round_seq=r.round_seq,
+            status="settled",
+            opened_at=r.opened_at,
+            closed_at=self._clock(),
+            shuffle_id=r.shuffle_id,
+            card_source=r.source,
+            first_position=r.draw,
+            positions=self._positions(by_position),
+            dealer=DealerOut(
+                cards=card_texts(dealer),
+                best_hand=dealer_value.name,
+                two_jacks=two_jacks,
+                ace_high_pai_gow=is_ace_high_pai_gow(dealer_value),
+                setting=_setting_out(setting) if setting else None,
+            ),
+            seats=seat_out,
+            rules=s.describe_rules(),
+            paytables=s.describe_paytables(),
+        )
+        r.settled = r.closed = True
+        return [RoundClosed(payload)]
+
+    def _positions(self, by_position: Mapping[int, tuple[Any, ...]]) -> list[PositionCards]:
+        return [
+            PositionCards(
+                position=pos,
+                seat="dealer" if pos == DEALER_POSITION else self.settings.seats.get(pos, str(pos)),
+                cards=card_texts(cards),
+            )
+            for pos, cards in sorted(by_position.items())
+        ]
+
+    def _close_dead(
+        self, r: _Round, reasons: list[Problem], status: Literal["dead", "misdeal", "void"]
+    ) -> list[Effect]:
+        positions: list[PositionCards] = []
+        for i, cards in enumerate(r.dealt_packets()):
+            pos = ((r.draw.position - 1 + i) % PACKETS) + 1 if r.draw else i + 1
+            label = (
+                "dealer"
+                if r.draw and pos == DEALER_POSITION
+                else (self.settings.seats.get(pos, str(pos)) if r.draw else f"packet {i}")
+            )
+            positions.append(PositionCards(position=pos, seat=label, cards=list(cards)))
+        payload = RoundPayload(
+            round_id=r.round_id,
+            round_seq=r.round_seq,
+            status=status,
+            reasons=reasons,
+            opened_at=r.opened_at,
+            closed_at=self._clock(),
+            shuffle_id=r.shuffle_id,
+            card_source=r.source,
+            first_position=r.draw,
+            positions=positions,
+            rules=self.settings.describe_rules(),
+            paytables=self.settings.describe_paytables(),
+        )
+        r.closed = True
+        return [RoundClosed(payload)]
+
+    def _tick(self, now: datetime) -> list[Effect]:
+        r = self.round
+        if r is None or r.closed or r.settled or r.complete():
+            return []
+        if now - r.opened_at < self.settings.deal_timeout:
+            return []
+        detail = f"no card for {int(self.settings.deal_timeout.total_seconds())} s mid-deal"
+        problem = Problem(
+            code="deal_timeout", detail=detail + "; fewer than seven cards reached a position"
+        )
+        return [
+            self._alarm("deal_timeout", "critical", detail, r.source, r.round_id),
+            *self._close_dead(r, [problem], "dead"),
+        ]
+
+    # --- devices and alarms -------------------------------------------------------------
+
+    def _device(self, event: DeviceOnline | DeviceOffline) -> list[Effect]:
+        online = isinstance(event, DeviceOnline)
+        detail = event.detail if isinstance(event, DeviceOnline) else event.reason
+        self.devices[event.device] = online
+        effects: list[Effect] = [
+            DeviceChanged(DevicePayload(device=event.device, online=online, detail=detail)),
+            StatusChanged(self.status()),
+        ]
+        if not online:
+            effects.append(
+                self._alarm(
+                    "device_offline",
+                    "warning",
+                    f"{event.device} went offline: {detail}".rstrip(": "),
+                    event.device,
+                )
+            )
+        return effects
+
+    def _alarm(
+        self,
+        code: str,
+        severity: Literal["info", "warning", "critical"],
+        detail: str,
+        device: str | None = None,
+        round_id: str | None = None,
+    ) -> AlarmRaised:
+        if round_id is None and self.round is not None and not self.round.closed:
+            round_id = self.round.round_id
+        return AlarmRaised(
+            AlarmPayload(
+                code=code, severity=severity, detail=detail, device=device, round_id=round_id
+            )
+        )
+
+    # --- commands -----------------------------------------------------------------------
+
+    def _command(self, command: Command) -> list[Effect]:
+        kind = command.kind
+        try:
+            match command:
+                case OpenTable():
+                    self.table_open = True
+                    return [
+                        CommandReply(command.request_id, kind, True),
+                        StatusChanged(self.status()),
+                    ]
+                case CloseTable():
+                    self.table_open = False
+                    return [
+                        CommandReply(command.request_id, kind, True),
+                        StatusChanged(self.status()),
+                    ]
+                case VoidRound():
+                    return self._void(command)
+                case SetSeats():
+                    unknown = sorted(set(command.occupied) - set(self.occupied))
+                    if unknown:
+                        raise ValueError(
+                            f"unknown seat {', '.join(unknown)} (seats: {', '.join(self.occupied)})"
+                        )
+                    self.occupied.update(command.occupied)
+                    return [
+                        CommandReply(
+                            command.request_id, kind, True, data={"occupied": dict(self.occupied)}
+                        )
+                    ]
+                case SetWagers():
+                    if command.seat not in self.occupied:
+                        raise ValueError(f"unknown seat {command.seat}")
+                    self.wagers[command.seat] = command.wagers
+                    return [CommandReply(command.request_id, kind, True)]
+                case EnterDice():
+                    effects = self._position(
+                        PositionDrawn(device="dealer", method="dice_manual", dice=command.dice)
+                    )
+                    rejected = [
+                        e
+                        for e in effects
+                        if isinstance(e, AlarmRaised)
+                        and e.payload.code in ("position_ignored", "position_invalid")
+                    ]
+                    if rejected:
+                        return [
+                            CommandReply(
+                                command.request_id, kind, False, rejected[0].payload.detail
+                            ),
+                            *effects,
+                        ]
+                    return [CommandReply(command.request_id, kind, True), *effects]
+                case PlayerSetting():
+                    return self._player_setting(command)
+                case StatusRequest():
+                    return [
+                        CommandReply(
+                            command.request_id,
+                            kind,
+                            True,
+                            data=self.status().model_dump(mode="json"),
+                        ),
+                        StatusChanged(self.status()),
+                    ]
+        except (ValueError, CardError) as exc:
+            return [CommandReply(command.request_id, kind, False, str(exc))]
+        return [CommandReply(command.request_id, kind, False, f"unknown command {kind}")]
+
+    def _void(self, command: VoidRound) -> list[Effect]:
+        r = self.round
+        if r is None or (command.round_id is not None and command.round_id != r.round_id):
+            raise ValueError(f"no round {command.round_id or ''} to void".replace("  ", " "))
+        if r.voided or (r.closed and not r.settled):
+            raise ValueError(f"round {r.round_id} is already closed as dead or void")
+        note = " after settlement: its results are void" if r.settled else ""
+        r.voided = True
+        return [
+            CommandReply(command.request_id, "void_round", True, data={"round_id": r.round_id}),
+            *self._close_dead(r, [Problem(code="void", detail=command.reason)], "void"),
+            self._alarm(
+                "round_voided",
+                "warning",
+                f"round {r.round_id} voided{note}: {command.reason}",
+                None,
+                r.round_id,
+            ),
+        ]
+
+    def _player_setting(self, command: PlayerSetting) -> list[Effect]:
+        r = self.round
+        if r is None or not r.settled or r.voided or not r.dealer_cards:
+            raise ValueError("no settled round: a player sets only after the dealer (RULES.md §6)")
+        if command.round_id is not None and command.round_id != r.round_id:
+            raise ValueError(f"round {command.round_id} is not the current round {r.round_id}")
+        cards = r.seat_cards.get(command.seat)
+        if cards is None:
+            raise ValueError(f"seat {command.seat} has no hand this round")
+        rules = self.settings.rules
+        if command.house_way:
+            setting = house_way(cards, rules)
+        else:
+            if command.front is None:
+                raise ValueError("give the two front cards, or house_way true")
+            front = [parse_card(t) for t in command.front]
+            if any(int(c) not in cards for c in front):
+                raise ValueError(
+                    f"front {' '.join(map(str, front))} is not two of seat {command.seat}'s cards"
+                )
+            setting = Setting.from_front(
+                [parse_card(t) for t in card_texts(cards)], front, wheel_high=rules.wheel_high
+            )
+        result = settle_pai_gow(setting, r.dealer_setting, r.dealer_cards, rules)
+        w = self.wagers.get(command.seat)
+        amount = w.pai_gow if w else None
+        payload = PlayerPayload(
+            round_id=r.round_id,
+            seat=command.seat,
+            setting=_setting_out(setting),
+            house_way=command.house_way,
+            foul=setting.is_foul,
+            pai_gow=result.to_dict(),
+            wager=amount,
+            win=None
+            if amount is None
+            else {"win": amount, "push": 0, "lose": -amount}[str(result.outcome)],
+        )
+        r.players[command.seat] = payload
+        return [
+            CommandReply(
+                command.request_id, "player_setting", True, data=payload.model_dump(mode="json")
+            ),
+            PlayerSettled(payload),
+        ]
+
+
+def _problem(p: DealProblem) -> Problem:
+    return Problem(code=p.code, detail=p.detail)
+
+
+def _side(line: str, pays: int, wager: int | None) -> SideOut:
+    win = None if wager is None else (wager * pays if pays > 0 else (0 if pays == 0 else -wager))
+    return SideOut(line=line, pays=pays, wager=wager, win=win)
+
+
+def _setting_out(setting: Setting) -> SettingOut:
+    return SettingOut(**setting.to_dict())  # type: ignore[arg-type]
