@@ -201,7 +201,7 @@ def test_missing_packet_is_dead() -> None:
 def test_eight_cards_is_a_misdeal() -> None:
     deck = shuffled(7)
     events = packet_events(deck)
-    events[1] = PacketDealt(device="shuffler", index=0, cards=tuple(deck[0:7]) + (deck[49],))
+    events[1] = PacketDealt(device="shuffler", index=0, cards=(*deck[0:7], deck[49]))
     status, codes, _ = _dead(events)
     assert status == "misdeal" and "long_packet" in codes
 
