@@ -97,9 +97,53 @@ def build_parser(
     return parser
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from controller.daemon import run_from_config
+
+    return asyncio.run(run_from_config(args.config))
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    from controller.config import check_config_main
+
+    return check_config_main(args.file)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from controller.demo import run_demo
+
+    return asyncio.run(run_demo(args))
+
+
+def _add_daemon_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from controller.demo import add_arguments
+
+    p = sub.add_parser("run", help="run the table daemon", description="Run the table daemon.")
+    p.add_argument("--config", required=True, help="the table's TOML config file")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser(
+        "check-config",
+        help="check a config file and print every error",
+        description="Check a config file: every error with its key and what was expected.",
+    )
+    p.add_argument("file")
+    p.set_defaults(func=cmd_check_config)
+    p = sub.add_parser(
+        "demo",
+        help="the daemon with simulated devices, dealing rounds you can watch",
+        description="Run the daemon with a simulated shuffler and RNG box over ptys.",
+    )
+    add_arguments(p)
+    p.set_defaults(func=cmd_demo)
+
+
 def _registrars() -> list[Callable[[argparse._SubParsersAction], None]]:  # type: ignore[type-arg]
     """Subcommands that live in other modules, imported only when the CLI starts."""
-    return []
+    return [_add_daemon_commands]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -385,6 +385,33 @@ class Transaction:
             self.enqueue(m.topic, m.payload, m.qos, m.retain, round_id=round_id) for m in outbox
         ]
 
+    def void_settled_round(
+        self,
+        round_id: str,
+        reason: str,
+        result: Mapping[str, Any] | BaseModel,
+        outbox: Sequence[OutboxMessage] = (),
+    ) -> list[OutboxRow]:
+        """Void a round that was already settled (the dealer voided it afterwards). The settled
+        result is kept as an event of the round, so the audit trail shows both."""
+        row = self._conn.execute(
+            "SELECT status, result FROM rounds WHERE round_id = ? AND table_id = ?",
+            (round_id, self._journal.table_id),
+        ).fetchone()
+        if row is None:
+            raise JournalError(f"no round {round_id} at table {self._journal.table_id}")
+        if row[0] != RoundStatus.SETTLED:
+            raise JournalError(f"round {round_id} is {row[0]}, not settled: close it instead")
+        if row[1] is not None:
+            self.record_event("settled_result_voided", json.loads(row[1]), round_id)
+        self._conn.execute(
+            "UPDATE rounds SET status = ?, reason = ?, result = ?, closed_at = ? WHERE round_id = ?",
+            (RoundStatus.VOID.value, reason, _event_payload(result), self._now, round_id),
+        )
+        return [
+            self.enqueue(m.topic, m.payload, m.qos, m.retain, round_id=round_id) for m in outbox
+        ]
+
     def enqueue(
         self,
         topic: str,

@@ -107,9 +107,11 @@ class RoundOpened:
 
 @dataclass(frozen=True, slots=True)
 class RoundClosed:
-    """A round's final word (settled, dead, misdeal or void): journal it, then send and show it."""
+    """A round's final word (settled, dead, misdeal or void): journal it, then send and show it.
+    ``revises_settled``: a void of a round that had already settled (its results are void)."""
 
     payload: RoundPayload
+    revises_settled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -562,8 +564,9 @@ class Table:
             rules=self.settings.describe_rules(),
             paytables=self.settings.describe_paytables(),
         )
+        revises = r.settled
         r.closed = True
-        return [RoundClosed(payload)]
+        return [RoundClosed(payload, revises_settled=revises)]
 
     def _tick(self, now: datetime) -> list[Effect]:
         r = self.round

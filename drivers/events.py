@@ -14,9 +14,14 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 
-class _Event(BaseModel):
+class DeviceEventBase(BaseModel):
+    """What every device event has: the config name of the device that produced it."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
     device: str = Field(description="config name of the device that produced the event")
+
+
+_Event = DeviceEventBase
 
 
 class DeviceOnline(_Event):

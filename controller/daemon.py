@@ -1,0 +1,402 @@
+"""The table daemon: devices → one event queue → the Table → the journal → listeners.
+
+Everything runs in one asyncio TaskGroup. Drivers put device events on ``Daemon.queue``; the
+display and MQTT put commands there through ``submit`` (which waits for the reply). One
+consumer takes them in order, asks the pure ``Table`` what to do, and writes the event and
+every effect's rows and outbox messages to the journal in ONE transaction before any listener
+(display, MQTT publisher, pole display, the demo's printer) hears of it. Cancellation reaches
+the consumer only between events, so a stop never interrupts a write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+import structlog
+
+from controller import __version__
+from controller.config import Config, SerialDevice
+from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
+from controller.journal import Journal, OutboxMessage, VoidedRound, utc_now
+from controller.logging import bind_round, unbind_round
+from controller.messages import Command, Payload, Problem, RoundPayload, envelope
+from controller.systemd import ready, stopping, watchdog_loop
+from controller.table import (
+    AlarmRaised,
+    CommandReply,
+    DeviceChanged,
+    Effect,
+    PlayerSettled,
+    RoundClosed,
+    RoundOpened,
+    Table,
+    TableEvent,
+    TableSettings,
+    Tick,
+)
+from drivers.base import Device, DisplaySink
+from drivers.events import DeviceEventBase, DeviceOffline
+from drivers.rng import SoftwareRng
+
+log = structlog.get_logger("paigow.daemon")
+
+Listener = Callable[[Effect], None]
+
+
+class Service(Protocol):
+    """Something the daemon runs beside the devices (MQTT publisher, display server)."""
+
+    name: str
+
+    async def run(self, daemon: Daemon) -> None: ...
+
+
+@dataclass
+class _CommandItem:
+    command: Command
+    reply: asyncio.Future[CommandReply]
+
+
+class _Shutdown(Exception):
+    """Raised inside the TaskGroup to stop it (a signal or a caller's stop event)."""
+
+
+def table_settings(config: Config) -> TableSettings:
+    p = config.paytables
+    return TableSettings(
+        table_id=config.table.id,
+        seats=dict(config.table.seats),
+        rules=config.rules.to_rules(),
+        chan_chu=chan_chu_paytable(p.chan_chu),
+        jacks_beat=jacks_beat_paytable(p.jacks_beat),
+        envy=envy_paytable(p.chan_chu) if p.envy else None,
+    )
+
+
+def build_devices(config: Config) -> tuple[list[Device], list[DisplaySink]]:
+    """The drivers the config names (card and position sources, the pole display, each run by
+    the daemon) and the display sinks among them."""
+    from drivers.dice import UsbDiceReader
+    from drivers.pole import SerialPoleDisplay
+    from drivers.registry import open_device
+
+    devices: list[Device] = []
+    sinks: list[DisplaySink] = []
+    for name, dev in config.devices.items():
+        if dev.role == "pole":
+            if not isinstance(dev, SerialDevice):
+                raise ValueError(f"devices.{name}: a pole display is a serial device")
+            pole = SerialPoleDisplay(name=name, **dev.settings())
+            sinks.append(pole)
+            devices.append(pole)  # its run loop keeps the port open and writes the latest text
+        elif dev.driver == "hid_dice":
+            devices.append(UsbDiceReader(name=name, **dev.settings()))
+        else:
+            devices.append(open_device(name, dev.driver, dev.transport, **dev.settings()))
+    return devices, sinks
+
+
+@dataclass
+class Daemon:
+    """One table. ``run`` until ``stop`` is set or SIGTERM/SIGINT arrives; it returns normally."""
+
+    config: Config
+    journal: Journal
+    devices: list[Device] = field(default_factory=list)
+    services: list[Service] = field(default_factory=list)
+    clock: Callable[[], datetime] = utc_now
+    tick_interval: float = 1.0
+    config_digest: str = ""
+
+    def __post_init__(self) -> None:
+        self.table = Table(
+            table_settings(self.config),
+            new_round_id=self.journal.new_round_id,
+            clock=self.clock,
+            next_round_seq=self.journal.next_round_seq(),
+            software_version=__version__,
+            config_digest=self.config_digest,
+        )
+        self.queue: asyncio.Queue[TableEvent | _CommandItem] = asyncio.Queue()
+        self.listeners: list[Listener] = []
+        self.outbox_changed = asyncio.Event()
+        self.ready = asyncio.Event()
+        self.prefix = self.config.mqtt.topic_prefix
+        self._healthy = True
+        self._software_rngs = [d for d in self.devices if isinstance(d, SoftwareRng)]
+        self._draw_tasks: set[asyncio.Task[Any]] = set()
+
+    # --- what other parts call ----------------------------------------------------------
+
+    def put_nowait(self, event: TableEvent) -> None:
+        """The EventSink drivers are given."""
+        self.queue.put_nowait(event)
+
+    def subscribe(self, listener: Listener) -> None:
+        """Hear every effect, after it is journaled. Listeners must not block."""
+        self.listeners.append(listener)
+
+    async def submit(self, command: Command, timeout: float = 10.0) -> CommandReply:
+        """Hand a command to the table and wait for its reply."""
+        future: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()
+        await self.queue.put(_CommandItem(command, future))
+        return await asyncio.wait_for(future, timeout)
+
+    def topic(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+    # --- running ------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event | None = None, *, handle_signals: bool = False) -> None:
+        stop = stop or asyncio.Event()
+        loop = asyncio.get_running_loop()
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+        recovered = self.journal.recover("restart", on_void=self._restart_messages)
+        for round_id in recovered:
+            log.warning("round_voided_on_restart", table_id=self.config.table.id, round_id=round_id)
+        if recovered:
+            self.outbox_changed.set()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self._consume(), name=f"daemon[{self.config.table.id}].consume")
+                tg.create_task(self._ticker(), name=f"daemon[{self.config.table.id}].tick")
+                tg.create_task(watchdog_loop(healthy=lambda: self._healthy), name="watchdog")
+                for device in self.devices:
+                    tg.create_task(self._device(device), name=f"device[{device.name}]")
+                for service in self.services:
+                    tg.create_task(service.run(self), name=f"service[{service.name}]")
+                tg.create_task(self._until(stop), name="stop")
+                ready(f"table {self.config.table.id} ready")
+                self.ready.set()
+                log.info("daemon_ready", table_id=self.config.table.id, devices=len(self.devices))
+        except* _Shutdown:
+            pass
+        finally:
+            if handle_signals:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+            stopping()
+            log.info("daemon_stopped", table_id=self.config.table.id)
+
+    async def _until(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        raise _Shutdown
+
+    async def _device(self, device: Device) -> None:
+        """A driver's run loop; one that fails is reported and restarted, never fatal."""
+        attempt = 0
+        while True:
+            try:
+                await device.run(self)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a driver bug must not stop the table
+                log.exception("device_crashed", device=device.name)
+                self.put_nowait(DeviceOffline(device=device.name, reason=f"driver error: {exc}"))
+                attempt += 1
+                await asyncio.sleep(min(5.0, 0.2 * 2**attempt))
+
+    async def _ticker(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick_interval)
+            self.put_nowait(Tick(self.clock()))
+
+    async def _consume(self) -> None:
+        while True:
+            item = await self.queue.get()
+            try:
+                self._handle(item)
+            except Exception:
+                # The journal or a listener failed: never lose the loop; report and go on.
+                self._healthy = False
+                log.exception("event_failed", item=type(item).__name__)
+                if isinstance(item, _CommandItem) and not item.reply.done():
+                    item.reply.set_result(
+                        CommandReply(
+                            item.command.request_id, item.command.kind, False, "internal error"
+                        )
+                    )
+            else:
+                self._healthy = True
+
+    def _handle(self, item: TableEvent | _CommandItem) -> None:
+        event = item.command if isinstance(item, _CommandItem) else item
+        effects = self.table.handle(event)
+        if isinstance(event, Tick) and not effects:
+            return
+        self._journal(event, effects)
+        for effect in effects:
+            replying = isinstance(item, _CommandItem) and isinstance(effect, CommandReply)
+            if replying and not item.reply.done():  # type: ignore[union-attr]
+                item.reply.set_result(effect)  # type: ignore[union-attr,arg-type]
+            self._log(effect)
+            for listener in list(self.listeners):
+                try:
+                    listener(effect)
+                except Exception:
+                    log.exception("listener_failed", listener=repr(listener))
+            if isinstance(effect, RoundOpened):
+                self._draw_if_needed()
+
+    def _draw_if_needed(self) -> None:
+        """A table without an RNG box draws the first position in software when a deal opens."""
+        r = self.table.round
+        if self._software_rngs and r is not None and r.draw is None:
+            rng = self._software_rngs[0]
+            self._draw_tasks.add(task := asyncio.get_running_loop().create_task(rng.draw()))
+            task.add_done_callback(self._draw_tasks.discard)
+
+    # --- the journal --------------------------------------------------------------------
+
+    def _builder(self, payload: Payload) -> Callable[[Any], dict[str, Any]]:
+        table_id = self.config.table.id
+
+        def build(stamp: Any) -> dict[str, Any]:
+            return envelope(
+                payload, msg_id=stamp.msg_id, table_id=table_id, seq=stamp.seq, time=stamp.time
+            )
+
+        return build
+
+    def _journal(self, event: TableEvent, effects: Iterable[Effect]) -> None:
+        """The event and all it caused, in one transaction (DESIGN.md: journal before send)."""
+        queued = False
+        with self.journal.transaction() as tx:
+            for effect in effects:
+                match effect:
+                    case RoundOpened():
+                        tx.open_round(effect.round_id, effect.round_seq)
+                    case RoundClosed(payload=p):
+                        message = OutboxMessage(self.topic(p.topic), self._builder(p))
+                        reason = "; ".join(r.code for r in p.reasons) or None
+                        if effect.revises_settled:
+                            tx.void_settled_round(p.round_id, reason or "void", p, [message])
+                        else:
+                            tx.close_round(p.round_id, p.status, reason, p, [message])
+                        queued = True
+                    case PlayerSettled(payload=p):
+                        tx.record_event("player_settled", p, p.round_id)
+                        tx.enqueue(self.topic(p.TOPIC), self._builder(p), round_id=p.round_id)
+                        queued = True
+                    case AlarmRaised(payload=p):
+                        tx.enqueue(self.topic(p.TOPIC), self._builder(p))
+                        queued = True
+                    case DeviceChanged(payload=p):
+                        tx.enqueue(self.topic(f"device/{p.device}"), self._builder(p), retain=True)
+                        queued = True
+            round_id = self.table.round.round_id if self.table.round else None
+            if isinstance(event, Tick):
+                tx.record_event("tick", {"now": event.now.isoformat()}, round_id)
+            elif isinstance(event, DeviceEventBase):
+                tx.record_event(event.kind, event, round_id)
+            else:
+                tx.record_event(f"command.{event.kind}", event, round_id)
+        if queued:
+            self.outbox_changed.set()
+
+    def _restart_messages(self, voided: VoidedRound) -> list[OutboxMessage]:
+        """The message announcing a round voided because the daemon restarted mid-round."""
+        opened = datetime.fromisoformat(voided.opened_at.replace("Z", "+00:00"))
+        closed = datetime.fromisoformat(voided.closed_at.replace("Z", "+00:00"))
+        payload = RoundPayload(
+            round_id=voided.round_id,
+            round_seq=voided.seq,
+            status="void",
+            reasons=[
+                Problem(
+                    code="restart", detail="the controller restarted mid-round; the round is void"
+                )
+            ],
+            opened_at=opened,
+            closed_at=closed,
+            rules=table_settings(self.config).describe_rules(),
+            paytables=table_settings(self.config).describe_paytables(),
+        )
+        return [OutboxMessage(self.topic(payload.topic), self._builder(payload))]
+
+    def _log(self, effect: Effect) -> None:
+        table_id = self.config.table.id
+        match effect:
+            case RoundOpened():
+                bind_round(table_id, effect.round_id)
+                log.info("round_opened", round_seq=effect.round_seq, shuffle_id=effect.shuffle_id)
+            case RoundClosed(payload=p):
+                setting = p.dealer.setting if p.dealer else None
+                log.info(
+                    "round_closed",
+                    round_id=p.round_id,
+                    status=p.status,
+                    reasons=[r.code for r in p.reasons],
+                    rule=setting.rule if setting else None,
+                    two_jacks=p.dealer.two_jacks if p.dealer else None,
+                )
+                unbind_round()
+            case AlarmRaised(payload=p):
+                log.warning(
+                    "alarm", code=p.code, severity=p.severity, detail=p.detail, device=p.device
+                )
+            case _:
+                pass
+
+
+def config_digest(path: str) -> str:
+    import hashlib
+
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+async def run_from_config(
+    path: str, *, extra_services: Callable[[Daemon], Iterable[Service]] | None = None
+) -> int:
+    """`paigow-table run --config FILE`: 0 after a clean stop, 78 on a config error."""
+    from controller.config import EXIT_CONFIG_ERROR, ConfigError, load_config
+    from controller.logging import bind_table, configure_logging
+
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        for issue in exc.errors:
+            print(issue, flush=True)
+        return EXIT_CONFIG_ERROR
+    configure_logging(config.logging.level, config.logging.format)
+    bind_table(config.table.id)
+    devices, sinks = build_devices(config)
+    journal = Journal.open(
+        config.journal.path, config.table.id, synchronous=config.journal.synchronous
+    )
+    try:
+        daemon = Daemon(config, journal, devices=devices, config_digest=config_digest(path))
+        from controller.services import default_services
+
+        daemon.services = [
+            *default_services(daemon, sinks),
+            *(extra_services(daemon) if extra_services else ()),
+        ]
+        await daemon.run(handle_signals=True)
+    finally:
+        journal.close()
+    return 0
+
+
+def wait_for(condition: Callable[[], bool], event: asyncio.Event) -> Awaitable[None]:
+    """Wait until ``condition()`` holds, re-checking whenever ``event`` is set."""
+
+    async def waiter() -> None:
+        while not condition():
+            event.clear()
+            if condition():
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout=0.5)
+
+    return waiter()

@@ -1,0 +1,233 @@
+"""`paigow-table demo`: the whole daemon with every device simulated, over ptys, through the real
+drivers: a card-recognizing shuffler and an RNG box deal a round every few seconds, and each round
+is printed as it settles. ``--rounds N`` stops after N rounds, once everything is journaled."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from controller.config import Config, parse_config
+from controller.daemon import Daemon, Service, build_devices
+from controller.journal import Journal
+from controller.logging import configure_logging
+from controller.messages import RoundPayload
+from controller.services import default_services
+from controller.table import AlarmRaised, DeviceChanged, Effect, RoundClosed
+from simulators.faults import FAULTS
+from simulators.pty import PtyPort
+from simulators.rng import RngSimulator
+from simulators.shuffler import ShufflerSimulator
+
+DEMO_TABLE = "PG-DEMO"
+
+DEMO_CONFIG = """
+[table]
+id = "{table}"
+site = "demo"
+name = "Demo table"
+
+[rules]
+wheel_rank = "second_highest"
+
+[paytables]
+chan_chu = "PT3"
+jacks_beat = "B"
+envy = true
+
+[devices.shuffler]
+driver = "reference_shuffler"
+role = "cards"
+transport = "serial"
+port = "{shuffler}"
+
+[devices.rng]
+driver = "reference_rng"
+role = "position"
+transport = "serial"
+port = "{rng}"
+
+[journal]
+path = "{journal}"
+synchronous = "FULL"
+
+[logging]
+level = "WARNING"
+"""
+
+
+def demo_config(workdir: Path, journal: Path, table: str = DEMO_TABLE, extra: str = "") -> Config:
+    text = DEMO_CONFIG.format(
+        table=table, shuffler=workdir / "shuffler", rng=workdir / "rng", journal=journal
+    )
+    return parse_config(text + extra, file="<demo>", check_files=False)
+
+
+def format_round(p: RoundPayload) -> str:
+    """A round as a person reads it on a terminal."""
+    head = f"round {p.round_seq:>4}  {p.round_id}"
+    if p.status != "settled":
+        reasons = "; ".join(f"{r.code}: {r.detail}" for r in p.reasons)
+        banner = "VOID" if p.status == "void" else "ALL HANDS DEAD"
+        return f"{head}\n  {banner} ({p.status}) — {reasons}"
+    lines = [head]
+    if p.first_position:
+        fp = p.first_position
+        drawn = f"RNG {fp.number}" if fp.number else f"dice {fp.dice}"
+        lines.append(f"  first packet to position {fp.position} ({drawn}, {fp.method})")
+    d = p.dealer
+    if d is not None:
+        lines.append(f"  dealer  {' '.join(d.cards):<22} {d.best_hand}")
+        if d.two_jacks or d.setting is None:
+            lines.append("          DEALER HAS TWO JACKS: Pai Gow wagers lose; Jacks Beat pays")
+        else:
+            s = d.setting
+            lines.append(
+                f"          House Way {s.rule}: {' '.join(s.front)} | {' '.join(s.back)}"
+                f"   ({s.front_hand} / {s.back_hand})"
+            )
+    for seat in p.seats:
+        sides = [f"Chan Chu {seat.chan_chu.line} {_pays(seat.chan_chu.pays)}"]
+        if seat.jacks_beat.pays > 0:
+            sides.append(f"Jacks Beat {seat.jacks_beat.line} {_pays(seat.jacks_beat.pays)}")
+        if seat.push_ace_high.pays > 0:
+            sides.append(f"Ace High {seat.push_ace_high.line} {_pays(seat.push_ace_high.pays)}")
+        if seat.envy and seat.envy.total:
+            sides.append(f"Envy ${seat.envy.total}")
+        lines.append(f"  seat {seat.seat:<3} {' '.join(seat.cards):<22} " + " · ".join(sides))
+    return "\n".join(lines)
+
+
+def _pays(pays: int) -> str:
+    return {0: "push", -1: "loses"}.get(pays, f"{pays} to 1")
+
+
+class DemoDealer:
+    """Presses the RNG box and deals a round every ``interval`` seconds, ``rounds`` times."""
+
+    name = "demo-dealer"
+
+    def __init__(
+        self,
+        shuffler: ShufflerSimulator,
+        rng: RngSimulator,
+        *,
+        rounds: int | None,
+        interval: float,
+        fault_rate: float,
+        seed: int | None,
+        out: TextIO,
+        on_done: Callable[[], None],
+    ) -> None:
+        self.shuffler, self.rng = shuffler, rng
+        self.rounds, self.interval, self.fault_rate = rounds, interval, fault_rate
+        self.random = random.Random(seed)
+        self.out = out
+        self.on_done = on_done
+        self.closed = 0
+        self._closed = asyncio.Event()
+        self._online: set[str] = set()
+        self._devices_up = asyncio.Event()
+
+    def on_effect(self, effect: Effect) -> None:
+        if isinstance(effect, RoundClosed):
+            self.closed += 1
+            print(format_round(effect.payload) + "\n", file=self.out, flush=True)
+            self._closed.set()
+        elif isinstance(effect, AlarmRaised) and effect.payload.severity == "critical":
+            print(
+                f"  ALARM {effect.payload.code}: {effect.payload.detail}", file=self.out, flush=True
+            )
+        elif isinstance(effect, DeviceChanged):
+            if effect.payload.online:
+                self._online.add(effect.payload.device)
+            else:
+                self._online.discard(effect.payload.device)
+            if {"shuffler", "rng"} <= self._online:
+                self._devices_up.set()
+
+    async def run(self, daemon: Daemon) -> None:
+        daemon.subscribe(self.on_effect)
+        await asyncio.wait_for(self._devices_up.wait(), timeout=30)
+        dealt = 0
+        while self.rounds is None or dealt < self.rounds:
+            faults: list[str] = []
+            if self.fault_rate and self.random.random() < self.fault_rate:
+                faults = [self.random.choice([f for f in FAULTS if f != "unplug_replug"])]
+                print(f"  (injecting fault: {faults[0]})", file=self.out, flush=True)
+            self._closed.clear()
+            before = self.closed
+            await self.rng.press()
+            await self.shuffler.deal(faults or None)
+            dealt += 1
+            # A round closes on its own, or (silence mid-deal) at the next deal or its timeout.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wait_closed(before), timeout=max(5.0, self.interval))
+            await asyncio.sleep(self.interval)
+        self.on_done()
+
+    async def _wait_closed(self, before: int) -> None:
+        while self.closed <= before:
+            self._closed.clear()
+            await self._closed.wait()
+
+
+async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    configure_logging("WARNING", "console")
+    with tempfile.TemporaryDirectory(prefix="paigow-demo-") as tmp:
+        workdir = Path(tmp)
+        journal_path = Path(args.journal) if args.journal else workdir / "journal.sqlite3"
+        config = demo_config(workdir, journal_path)
+        shuffler = ShufflerSimulator(PtyPort(workdir / "shuffler"), seed=args.seed, interval=0.0)
+        rng = RngSimulator(PtyPort(workdir / "rng"), seed=args.seed)
+        async with shuffler, rng:
+            devices, sinks = build_devices(config)
+            with Journal.open(journal_path, config.table.id) as journal:
+                daemon = Daemon(config, journal, devices=devices)
+                stop = asyncio.Event()
+                dealer = DemoDealer(
+                    shuffler,
+                    rng,
+                    rounds=args.rounds,
+                    interval=args.interval,
+                    fault_rate=args.fault_rate,
+                    seed=args.seed,
+                    out=out,
+                    on_done=stop.set,
+                )
+                services: list[Service] = [*default_services(daemon, sinks), dealer]
+                daemon.services = services
+                print(
+                    f"demo table {config.table.id}: shuffler on {shuffler.port.describe()}, "
+                    f"RNG box on {rng.port.describe()}, journal {journal_path}\n",
+                    file=out,
+                    flush=True,
+                )
+                await daemon.run(stop, handle_signals=True)
+                stats = journal.stats()
+        print(
+            f"{dealer.closed} rounds closed; journal: {stats.rounds} rounds {stats.by_status}",
+            file=out,
+            flush=True,
+        )
+    return 0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rounds", type=int, default=None, help="stop after N rounds (default: run)")
+    p.add_argument("--seed", type=int, default=None, help="seed the shuffles and RNG presses")
+    p.add_argument("--interval", type=float, default=3.0, help="seconds between rounds")
+    p.add_argument(
+        "--fault-rate",
+        type=float,
+        default=0.0,
+        help="chance per round of a fault scenario (short packet, duplicate card, ...)",
+    )
+    p.add_argument("--journal", help="journal file (default: a temporary one)")

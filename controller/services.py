@@ -1,0 +1,64 @@
+"""Services the daemon runs beside its devices, chosen from the config."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import structlog
+
+from controller.table import Effect, RoundClosed
+from drivers.base import DisplaySink
+from drivers.codecs.pole import PoleResult, format_pole
+
+if TYPE_CHECKING:
+    from controller.daemon import Daemon, Service
+
+log = structlog.get_logger("paigow.services")
+
+
+def pole_screen(effect: Effect) -> PoleResult | None:
+    """What the 2×20 pole display shows for an effect (None: leave the screen as it is)."""
+    if not isinstance(effect, RoundClosed):
+        return None
+    p = effect.payload
+    if p.status != "settled":
+        reason = p.reasons[0].code.replace("_", " ").upper() if p.reasons else ""
+        banner = "ROUND VOID" if p.status == "void" else "ALL HANDS DEAD"
+        return PoleResult.message(banner, reason)
+    if p.dealer is None:
+        return None
+    if p.dealer.two_jacks or p.dealer.setting is None:
+        return PoleResult.message("DEALER 2 JACKS", "PAI GOW LOSES")
+    s = p.dealer.setting
+    return PoleResult.dealer_setting(s.front, s.back, s.rule)
+
+
+class PoleService:
+    """Shows the essentials of each round on a pole display (latest screen wins)."""
+
+    def __init__(self, sink: DisplaySink) -> None:
+        self.sink = sink
+        self.name = f"pole[{sink.name}]"
+        self._latest: tuple[str, str] | None = None
+        self._changed = asyncio.Event()
+
+    def _on_effect(self, effect: Effect) -> None:
+        screen = pole_screen(effect)
+        if screen is not None:
+            self._latest = format_pole(screen)
+            self._changed.set()
+
+    async def run(self, daemon: Daemon) -> None:
+        daemon.subscribe(self._on_effect)
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            if self._latest is not None:
+                await self.sink.show(self._latest)
+
+
+def default_services(daemon: Daemon, sinks: Sequence[DisplaySink]) -> list[Service]:
+    """The services a config asks for."""
+    return [PoleService(sink) for sink in sinks]
