@@ -405,7 +405,8 @@ class Transaction:
         if row[1] is not None:
             self.record_event("settled_result_voided", json.loads(row[1]), round_id)
         self._conn.execute(
-            "UPDATE rounds SET status = ?, reason = ?, result = ?, closed_at = ? WHERE round_id = ?",
+            "UPDATE rounds SET status = ?, reason = ?, result = ?, closed_at = ? "
+            "WHERE round_id = ?",
             (RoundStatus.VOID.value, reason, _event_payload(result), self._now, round_id),
         )
         return [
