@@ -1,0 +1,184 @@
+"""The serial pole (customer) display: a ``DisplaySink`` that keeps showing the latest two lines.
+
+``show`` never waits for the port: it records the text and wakes the writer. ``run`` (the
+``Device`` side) opens the port with pyserial-asyncio-fast, initialises the display, writes the
+latest text whenever it changes, and reopens the port with backoff when it goes away (then
+redraws the latest text). Text that changes while a frame is still being written replaces the
+waiting text, so a slow or stuck display gets the newest screen, never a backlog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+
+import serial  # type: ignore[import-untyped]
+import structlog
+from serial_asyncio_fast import open_serial_connection
+
+from drivers.base import Backoff, EventSink
+from drivers.codecs.pole import INIT, PoleResult, display_lines, encode_frame, format_pole
+from drivers.events import DeviceOffline, DeviceOnline
+
+__all__ = ["PoleResult", "SerialPoleDisplay", "format_pole"]
+
+_log = structlog.get_logger(__name__)
+
+# reopening a missing port costs nothing: look for it again at least every two seconds
+DEFAULT_BACKOFF = Backoff(initial=0.1, factor=2.0, cap=2.0)
+
+_PARITIES = {
+    "N": serial.PARITY_NONE,
+    "E": serial.PARITY_EVEN,
+    "O": serial.PARITY_ODD,
+    "M": serial.PARITY_MARK,
+    "S": serial.PARITY_SPACE,
+}
+
+
+class SerialPoleDisplay:
+    """A 2×20 ESC/POS pole display on a serial port. ``port`` is a device path or udev symlink,
+    or any pyserial URL: ``socket://10.20.0.51:4001`` reaches a display behind a serial-device
+    server over TCP.
+
+    ``baudrate``/``bytesize``/``parity``/``stopbits`` are the display's line settings (9600 8N1
+    is the usual factory setting); ``write_timeout`` is how long one frame may take to leave
+    before the port is considered stuck and reopened; ``backoff`` spaces the reopen attempts.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str = "pole",
+        port: str,
+        baudrate: int = 9600,
+        bytesize: int = 8,
+        parity: str = "N",
+        stopbits: float = 1,
+        write_timeout: float = 2.0,
+        backoff: Backoff | None = None,
+    ) -> None:
+        if not port:
+            raise ValueError("port: expected a device path such as /dev/paigow-pole")
+        if parity not in _PARITIES:
+            raise ValueError(f"parity: expected one of N E O M S, got {parity!r}")
+        self.name = name
+        self.port = port
+        self.baudrate = baudrate
+        self.bytesize = bytesize
+        self.parity = parity
+        self.stopbits = stopbits
+        self.write_timeout = write_timeout
+        self.backoff = backoff or DEFAULT_BACKOFF
+        self._wanted: tuple[str, str] | None = None  # nothing to show yet: leave the screen clear
+        self._changed = asyncio.Event()
+
+    @property
+    def lines(self) -> tuple[str, str] | None:
+        """The two lines the display shows (or will, once the port is up)."""
+        return self._wanted
+
+    async def show(self, lines: Sequence[str]) -> None:
+        """Show ``lines`` (two are used; each padded or cut to 20, non-ASCII substituted)."""
+        wanted = display_lines(lines)
+        if wanted != self._wanted:
+            self._wanted = wanted
+            self._changed.set()
+
+    def describe(self) -> str:
+        return f"serial {self.port} {self.baudrate} {self.bytesize}{self.parity}{self.stopbits:g}"
+
+    async def run(self, sink: EventSink) -> None:
+        """Keep the display showing the latest text until cancelled."""
+        log = _log.bind(device=self.name, port=self.port)
+        attempt = 0
+        online: bool | None = None
+        while True:
+            try:
+                reader, writer = await open_serial_connection(
+                    url=self.port,
+                    baudrate=self.baudrate,
+                    bytesize=self.bytesize,
+                    parity=_PARITIES[self.parity],
+                    stopbits=self.stopbits,
+                )
+            except Exception as exc:  # SerialException (OSError inside): absent, busy, refused
+                reason = f"{type(exc).__name__}: {exc}"
+                if online is not False:
+                    log.warning("pole_offline", reason=reason)
+                    sink.put_nowait(DeviceOffline(device=self.name, reason=reason))
+                    online = False
+                await self.backoff.sleep(attempt)
+                attempt += 1
+                continue
+            online = True
+            log.info("pole_online", detail=self.describe())
+            sink.put_nowait(DeviceOnline(device=self.name, detail=self.describe()))
+            try:
+                reason, proven = await self._serve(reader, writer)
+            except Exception as exc:  # a bug must not end the driver: reopen instead
+                log.exception("pole_serve_error")
+                reason, proven = f"{type(exc).__name__}: {exc}", False
+            finally:
+                writer.transport.abort()  # close() would first wait for a stuck port to drain
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(writer.wait_closed(), self.write_timeout)
+            if proven:
+                attempt = 0
+            log.warning("pole_offline", reason=reason)
+            sink.put_nowait(DeviceOffline(device=self.name, reason=reason))
+            online = False
+            await self.backoff.sleep(attempt)
+            attempt += 1
+
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> tuple[str, bool]:
+        """Write frames until the port fails; return why, and whether a frame got out."""
+        lost = asyncio.create_task(_until_lost(reader), name=f"pole[{self.name}].input")
+        proven = False
+        try:
+            self._changed.clear()
+            frame = INIT + (encode_frame(self._wanted) if self._wanted is not None else b"")
+            while True:
+                writer.write(frame)
+                try:
+                    await asyncio.wait_for(writer.drain(), self.write_timeout)
+                except TimeoutError:
+                    return f"display not taking data for {self.write_timeout:g} s", proven
+                except Exception as exc:
+                    return f"{type(exc).__name__}: {exc}", proven
+                proven = True
+                changed = asyncio.create_task(self._changed.wait())
+                try:
+                    await asyncio.wait({changed, lost}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    await _cancelled(changed)
+                if lost.done():
+                    return lost.result(), proven
+                self._changed.clear()
+                frame = encode_frame(self._wanted) if self._wanted is not None else b""
+        finally:
+            await _cancelled(lost)
+
+
+async def _cancelled(task: asyncio.Task[object]) -> None:
+    """Cancel ``task`` (if it still runs) and let it finish."""
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # we are being cancelled ourselves: do not swallow it
+
+
+async def _until_lost(reader: asyncio.StreamReader) -> str:
+    """Read (and drop) whatever the display sends until the port closes; say why it closed."""
+    try:
+        while await reader.read(256):
+            pass
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "port closed"
