@@ -18,14 +18,17 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
-import usb.backend
-import usb.core
-import usb.util
+import usb.backend  # type: ignore[import-untyped]
+import usb.core  # type: ignore[import-untyped]
+import usb.util  # type: ignore[import-untyped]
 
 from drivers.base import Backoff, EventSink
 from drivers.events import DeviceEvent, DeviceOffline, DeviceOnline, FrameError
 
 ReportHandler = Callable[[bytes], Iterable[DeviceEvent]]
+
+# a replugged reader is found again within about a second, however long it was away
+DEFAULT_BACKOFF = Backoff(initial=0.1, factor=2.0, cap=1.0)
 
 _log = structlog.get_logger(__name__)
 
@@ -69,7 +72,7 @@ class UsbTransport:
         self.endpoint_in = endpoint_in
         self.packet_size = packet_size
         self.read_timeout_ms = read_timeout_ms
-        self.backoff = backoff or Backoff()
+        self.backoff = backoff or DEFAULT_BACKOFF
         self.backend = backend
         self._io_lock = threading.Lock()
 
@@ -83,7 +86,7 @@ class UsbTransport:
         online: bool | None = None  # None: nothing reported yet, so the first failure is reported
         while True:
             try:
-                dev = await asyncio.to_thread(self._open)
+                dev = await self._open_in_thread()
             except Exception as exc:
                 reason = _reason(exc)
                 if online is not False:
@@ -101,6 +104,9 @@ class UsbTransport:
             sink.put_nowait(DeviceOnline(device=self.name, detail=detail))
             try:
                 reason, proven = await self._pump(dev, sink, on_report)
+            except Exception as exc:  # a bug must not end the driver: reconnect instead
+                log.exception("usb_pump_error")
+                reason, proven = _reason(exc), False
             finally:
                 await asyncio.to_thread(self._close, dev)
             if proven:
@@ -110,6 +116,20 @@ class UsbTransport:
             online = False
             await self.backoff.sleep(attempt)
             attempt += 1
+
+    async def _open_in_thread(self) -> Any:
+        opening = asyncio.ensure_future(asyncio.to_thread(self._open))
+        try:
+            return await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            opening.add_done_callback(self._release_abandoned)  # the thread may still claim it
+            raise
+
+    def _release_abandoned(self, opening: asyncio.Future[Any]) -> None:
+        if not opening.cancelled() and opening.exception() is None:
+            threading.Thread(
+                target=self._close, args=(opening.result(),), name=f"usb[{self.name}].release"
+            ).start()
 
     async def _pump(self, dev: Any, sink: EventSink, on_report: ReportHandler) -> tuple[str, bool]:
         """Read until the device fails; return why, and whether any read succeeded."""
