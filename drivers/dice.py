@@ -6,7 +6,7 @@ is ((a + b + c − 1) mod 7) + 1 so the consumer need not recompute it, though i
 
 from __future__ import annotations
 
-import usb.backend
+import usb.backend  # type: ignore[import-untyped]
 
 from drivers.base import Backoff, EventSink
 from drivers.codecs.dice_hid import (

@@ -243,8 +243,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pid", type=_int, default=DEFAULT_PRODUCT_ID, help="USB product id")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the driver's log")
     args = parser.parse_args(argv)
-    if not args.verbose:  # the printed events say it all; keep warnings
-        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    level = logging.DEBUG if args.verbose else logging.WARNING  # the printed events say the rest
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+    )
     try:
         return asyncio.run(_run(args))
     except KeyboardInterrupt:

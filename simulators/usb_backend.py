@@ -21,8 +21,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-import usb.backend
-import usb.core
+import usb.backend  # type: ignore[import-untyped]
+import usb.core  # type: ignore[import-untyped]
 
 LIBUSB_ERROR_NOT_FOUND = -5
 LIBUSB_ERROR_NO_DEVICE = -4
