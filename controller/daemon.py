@@ -275,6 +275,8 @@ class Daemon:
                 match effect:
                     case RoundOpened():
                         tx.open_round(effect.round_id, effect.round_seq)
+                        if effect.draw is not None:  # drawn before the deal: now this round's
+                            tx.record_event("position_assigned", effect.draw, effect.round_id)
                     case RoundClosed(payload=p):
                         message = OutboxMessage(self.topic(p.topic), self._builder(p))
                         reason = "; ".join(r.code for r in p.reasons) or None

@@ -99,10 +99,13 @@ TableEvent = DeviceEvent | Command | Tick
 
 @dataclass(frozen=True, slots=True)
 class RoundOpened:
+    """A round begins. ``draw``: a first-position draw made before the deal, now this round's."""
+
     round_id: str
     round_seq: int
     shuffle_id: str
     opened_at: datetime
+    draw: PositionDraw | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +328,7 @@ class Table:
         self._next_seq += 1
         r.draw, self.pending_draw = self.pending_draw, None
         self.round = r
-        effects.append(RoundOpened(r.round_id, r.round_seq, shuffle_id, now))
+        effects.append(RoundOpened(r.round_id, r.round_seq, shuffle_id, now, r.draw))
         effects.append(self._progress(r))
         return effects
 

@@ -1,0 +1,180 @@
+"""The daemon end to end: simulators on ptys → real serial drivers → table → journal."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from controller.demo import DEMO_CONFIG
+from controller.game.cards import parse_cards
+from controller.game.house_way import house_way
+from controller.journal import Journal
+from controller.messages import VoidRound
+from controller.table import AlarmRaised
+from simulators.pty import PtyPort
+from simulators.rng import RngSimulator
+from simulators.shuffler import ShufflerSimulator
+from tests.harness import running_table
+
+
+async def test_fifty_rounds_are_journaled_with_the_house_way_setting(tmp_path: Path) -> None:
+    async with running_table(tmp_path, seed=50) as t:
+        results = [await t.deal() for _ in range(50)]
+        assert [r.status for r in results] == ["settled"] * 50
+        assert [r.round_seq for r in results] == list(range(1, 51))
+        for result in results:
+            record = t.journal.get_round(result.round_id)
+            assert record is not None and record.status == "settled"
+            stored = record.result
+            assert stored is not None and stored["round_id"] == result.round_id
+            dealer = stored["dealer"]
+            kinds = [e.kind for e in record.events]
+            assert kinds.count("packet_dealt") == 7 and "stub_verified" in kinds
+            assert "position_assigned" in kinds or "position_drawn" in kinds
+            if dealer["two_jacks"]:
+                assert dealer["setting"] is None
+                continue
+            expected = house_way(parse_cards(dealer["cards"])).to_dict()
+            assert dealer["setting"] == expected
+        assert len({r.round_id for r in results}) == 50
+        assert t.journal.stats().by_status == {"settled": 50}
+
+
+async def test_faults_through_the_whole_stack(tmp_path: Path) -> None:
+    async with running_table(tmp_path, seed=7) as t:
+        short = await t.deal(faults="short_packet")
+        assert short.status == "dead" and short.reasons[0].code == "short_packet"
+        dup = await t.deal(faults="duplicate_card")
+        assert dup.status == "misdeal" and "duplicate_card" in [r.code for r in dup.reasons]
+        alarms = [e.payload for e in t.effects if isinstance(e, AlarmRaised)]
+        assert any(a.code == "deck_integrity" and a.round_id == dup.round_id for a in alarms)
+        lost = await t.deal(faults="checksum_error")
+        assert lost.status == "dead" and lost.reasons[0].code == "missing_packet"
+        assert any(
+            isinstance(e, AlarmRaised) and e.payload.code == "frame_error" for e in t.effects
+        )
+        garbled = await t.deal(faults="garbled_bytes")
+        assert garbled.status == "settled"  # the codec resynchronised at the next frame
+        good = await t.deal()
+        assert good.status == "settled"
+        reply = await t.daemon.submit(VoidRound(reason="cards flashed"))
+        assert reply.ok
+        voided = await t.next_closed()
+        assert voided.round_id == good.round_id and voided.status == "void"
+        record = t.journal.get_round(good.round_id)
+        assert record is not None and record.status == "void"
+        assert "settled_result_voided" in [e.kind for e in record.events]
+
+
+# --- the daemon as a process: kill -9, restart, systemd notify --------------------------------
+
+
+def _config(tmp: Path) -> Path:
+    text = DEMO_CONFIG.format(
+        table="PG-P1", shuffler=tmp / "shuffler", rng=tmp / "rng", journal=tmp / "journal.sqlite3"
+    )
+    path = tmp / "table.toml"
+    path.write_text(text)
+    return path
+
+
+def _start(config: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "run", "--config", str(config)],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+async def _until(condition, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+def _journal_view(tmp: Path) -> Journal:
+    return Journal.open(tmp / "journal.sqlite3", "PG-P1")
+
+
+async def test_kill_9_mid_round_voids_it_on_restart_and_loses_nothing(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    shuffler = ShufflerSimulator(PtyPort(tmp_path / "shuffler"), seed=3)
+    rng = RngSimulator(PtyPort(tmp_path / "rng"), seed=3)
+    async with shuffler, rng:
+        proc = _start(config)
+        try:
+            view = _journal_view(tmp_path)
+            await _until(lambda: view.stats().events >= 2)  # both devices online
+            for n in (1, 2):
+                await rng.press()
+                await shuffler.deal()
+                await _until(lambda n=n: view.stats().by_status.get("settled", 0) == n)
+            await rng.press()
+            await shuffler.deal("silence_mid_deal")  # three packets, then nothing
+            await _until(lambda: view.open_round_id() is not None and view.stats().events >= 16)
+            open_id = view.open_round_id()
+            before = view.stats()
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+            proc = _start(config)
+            await _until(lambda: view.stats().by_status.get("void", 0) == 1)
+            record = view.get_round(open_id or "")
+            assert record is not None and record.status == "void" and record.reason == "restart"
+            after = view.stats()
+            assert after.by_status == {"settled": 2, "void": 1}
+            assert after.events >= before.events  # every committed event is still there
+            # The void is announced: its message waits in the outbox (no broker configured).
+            topics = [row.topic for row in view.pending(100)]
+            assert topics.count("casino/demo/paigow/PG-P1/dead") == 1
+            assert topics.count("casino/demo/paigow/PG-P1/round") == 2
+            # And the table deals on.
+            await rng.press()
+            await shuffler.deal()
+            await _until(lambda: view.stats().by_status.get("settled", 0) == 3)
+            view.close()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0
+
+
+async def test_systemd_notify_ready_watchdog_and_stopping(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    sock_path = tmp_path / "notify.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    server.bind(str(sock_path))
+    server.settimeout(15)
+    shuffler = ShufflerSimulator(PtyPort(tmp_path / "shuffler"), seed=4)
+    rng = RngSimulator(PtyPort(tmp_path / "rng"), seed=4)
+    async with shuffler, rng:
+        proc = _start(config, {"NOTIFY_SOCKET": str(sock_path), "WATCHDOG_USEC": "400000"})
+        try:
+            seen: list[str] = []
+            started = time.monotonic()
+
+            def receive_until(word: str) -> None:
+                while not any(word in m for m in seen):
+                    seen.append(server.recv(4096).decode())
+
+            await asyncio.to_thread(receive_until, "READY=1")
+            await asyncio.to_thread(receive_until, "WATCHDOG=1")
+            pings = sum("WATCHDOG=1" in m for m in seen)
+            await asyncio.to_thread(
+                lambda: [seen.append(server.recv(4096).decode()) for _ in range(3)]
+            )
+            assert sum("WATCHDOG=1" in m for m in seen) >= pings + 2  # pinging at half of 0.4 s
+            assert time.monotonic() - started < 15
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(receive_until, "STOPPING=1")
+            assert await asyncio.to_thread(proc.wait, 15) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            server.close()

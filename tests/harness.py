@@ -1,0 +1,95 @@
+"""A whole table for tests: the real daemon, the real serial drivers, simulated devices on ptys.
+
+    async with running_table(tmp_path) as t:
+        result = await t.deal(rng_number=3)        # one round, returns its RoundPayload
+        reply = await t.daemon.submit(VoidRound())
+
+``services`` adds the daemon services under test (MQTT publisher, display server), and
+``config_extra`` appends TOML sections (``[mqtt]``, ``[display]``) to the demo config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller.daemon import Daemon, Service, build_devices
+from controller.demo import demo_config
+from controller.journal import Journal
+from controller.messages import RoundPayload
+from controller.table import DeviceChanged, Effect, RoundClosed
+from simulators.pty import PtyPort
+from simulators.rng import RngSimulator
+from simulators.shuffler import ShufflerSimulator
+
+
+@dataclass
+class RunningTable:
+    daemon: Daemon
+    journal: Journal
+    shuffler: ShufflerSimulator
+    rng: RngSimulator
+    workdir: Path
+    closed: asyncio.Queue[RoundPayload] = field(default_factory=asyncio.Queue)
+    effects: list[Effect] = field(default_factory=list)
+
+    async def deal(
+        self,
+        rng_number: int | None = None,
+        faults: str | list[str] | None = None,
+        timeout: float = 10.0,
+    ) -> RoundPayload:
+        """Press the RNG box, deal one deck, and return the round as the table closed it."""
+        await self.rng.press(rng_number)
+        await self.shuffler.deal(faults)
+        return await asyncio.wait_for(self.closed.get(), timeout)
+
+    async def next_closed(self, timeout: float = 10.0) -> RoundPayload:
+        return await asyncio.wait_for(self.closed.get(), timeout)
+
+
+@contextlib.asynccontextmanager
+async def running_table(
+    workdir: Path,
+    *,
+    services: Callable[[Daemon], Sequence[Service]] = lambda daemon: (),
+    config_extra: str = "",
+    table_id: str = "PG-T1",
+    seed: int = 1,
+    journal_path: Path | None = None,
+) -> AsyncIterator[RunningTable]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    journal_path = journal_path or workdir / "journal.sqlite3"
+    config = demo_config(workdir, journal_path, table=table_id, extra=config_extra)
+    shuffler = ShufflerSimulator(PtyPort(workdir / "shuffler"), seed=seed)
+    rng = RngSimulator(PtyPort(workdir / "rng"), seed=seed)
+    async with shuffler, rng:
+        devices, _sinks = build_devices(config)
+        with Journal.open(journal_path, config.table.id) as journal:
+            daemon = Daemon(config, journal, devices=devices)
+            daemon.services = list(services(daemon))
+            table = RunningTable(daemon, journal, shuffler, rng, workdir)
+            online: set[str] = set()
+            up = asyncio.Event()
+
+            def listen(effect: Effect) -> None:
+                table.effects.append(effect)
+                if isinstance(effect, RoundClosed):
+                    table.closed.put_nowait(effect.payload)
+                elif isinstance(effect, DeviceChanged) and effect.payload.online:
+                    online.add(effect.payload.device)
+                    if {"shuffler", "rng"} <= online:
+                        up.set()
+
+            daemon.subscribe(listen)
+            stop = asyncio.Event()
+            task = asyncio.create_task(daemon.run(stop), name="test-daemon")
+            try:
+                await asyncio.wait_for(up.wait(), timeout=15)
+                yield table
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, timeout=15)
