@@ -383,9 +383,9 @@ class Table:
                 position = position_from_rng(event.number)
         except ValueError as exc:
             return [self._alarm("position_invalid", "warning", str(exc), event.device)]
-        draw = PositionDraw(
-            method=event.method, number=event.number, dice=event.dice, position=position
-        )
+        # A dice draw carries its dice; ``number`` is the RNG's alone (a reader may echo a position).
+        number = None if event.method in ("dice", "dice_manual") else event.number
+        draw = PositionDraw(method=event.method, number=number, dice=event.dice, position=position)
         r = self.round
         if r is None or r.settled or r.closed:
             if self.pending_draw is not None:
