@@ -383,7 +383,7 @@ class Table:
                 position = position_from_rng(event.number)
         except ValueError as exc:
             return [self._alarm("position_invalid", "warning", str(exc), event.device)]
-        # A dice draw carries its dice; ``number`` is the RNG's alone (a reader may echo a position).
+        # A dice draw carries its dice; ``number`` is the RNG's alone (readers may echo one).
         number = None if event.method in ("dice", "dice_manual") else event.number
         draw = PositionDraw(method=event.method, number=number, dice=event.dice, position=position)
         r = self.round
