@@ -19,6 +19,9 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/pytest
 
+demo: $(STAMP)
+	$(BIN)/paigow-table demo
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
