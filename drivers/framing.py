@@ -8,6 +8,7 @@ zigpy-znp's ``uart.py``; nothing here raises on any input.
 
 from __future__ import annotations
 
+import binascii
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar, Final, Literal, Protocol
@@ -34,29 +35,13 @@ MAX_FRAME: Final = MAX_PAYLOAD + OVERHEAD
 RAW_HEX_LIMIT: Final = 64  # bytes of a rejected frame kept in FrameError.raw_hex
 
 
-def _crc_table() -> tuple[int, ...]:
-    table = []
-    for byte in range(256):
-        crc = byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
-        table.append(crc & 0xFFFF)
-    return tuple(table)
-
-
-_CRC_TABLE: Final = _crc_table()
-
-
 def crc16_ccitt(data: bytes | bytearray | memoryview, crc: int = 0xFFFF) -> int:
     """CRC-16/CCITT-FALSE: poly 0x1021, init 0xFFFF, no reflection, no final xor.
 
     ``crc16_ccitt(b"123456789") == 0x29B1`` (the catalogue check value). Pass a previous result
-    as ``crc`` to continue over more data.
+    as ``crc`` to continue over more data. ``binascii.crc_hqx`` is this very CRC, in C.
     """
-    table = _CRC_TABLE
-    for byte in bytes(data):
-        crc = ((crc << 8) & 0xFFFF) ^ table[((crc >> 8) ^ byte) & 0xFF]
-    return crc
+    return binascii.crc_hqx(data, crc)
 
 
 class MsgType(IntEnum):

@@ -10,7 +10,7 @@ import contextlib
 import random
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Protocol, Self
 
 import structlog
 
@@ -75,7 +75,7 @@ class DeviceSimulator:
         self._tasks: set[asyncio.Task[bool]] = set()
         port.set_receiver(self._from_host)
 
-    async def __aenter__(self) -> DeviceSimulator:
+    async def __aenter__(self) -> Self:
         await self.port.open()
         return self
 

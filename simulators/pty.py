@@ -25,6 +25,7 @@ _log = structlog.get_logger()
 WRITE_STALL_TIMEOUT = 2.0
 DRAIN_TIMEOUT = 1.0
 DRAIN_POLL = 0.005
+DRAIN_QUIET = 0.05
 
 
 class PtyPort:
@@ -143,13 +144,19 @@ class PtyPort:
         """Wait until the host has read everything written, as a wire would have carried it.
 
         A pty drops unread bytes when it closes; a cable does not take back bytes already sent.
-        False if the host did not read them within ``timeout`` (nobody listening).
+        The kernel moves written bytes to the slave's queue a moment later, so "read" means the
+        queue stayed empty for DRAIN_QUIET s. False if that did not happen within ``timeout``.
         """
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
-                while self.unread():
+                while True:
+                    if self.unread():
+                        quiet_since = loop.time()
+                    elif loop.time() - quiet_since >= DRAIN_QUIET:
+                        return True
                     await asyncio.sleep(DRAIN_POLL)
-                return True
         return False
 
     async def unplug(self) -> None:
