@@ -1,0 +1,71 @@
+"""The TCP transport (a serial-device server such as ser2net) with a simulator serving TCP."""
+
+from __future__ import annotations
+
+import asyncio
+
+from drivers.events import DealEnded, DeviceOffline, DeviceOnline, PacketDealt, PositionDrawn
+from drivers.rng import RngBoxDevice
+from drivers.shuffler import ShufflerDevice
+from drivers.tcp import TcpTransport
+from simulators.rng import RngSimulator
+from simulators.shuffler import ShufflerSimulator
+from simulators.tcp import TcpServerPort
+from tests.drivers.conftest import ALL_CARDS, FAST_BACKOFF, Events, running
+
+
+async def test_deal_over_tcp_and_server_gone_and_back(events: Events) -> None:
+    port = TcpServerPort()
+    async with ShufflerSimulator(port, seed=21) as sim:
+        device = ShufflerDevice(
+            "shuffler", TcpTransport("127.0.0.1", port.port), backoff=FAST_BACKOFF
+        )
+        async with running(device, events):
+            await events.expect(DeviceOnline)
+            assert await sim.wait_for_host()
+            await sim.deal()
+            deal = await events.until("deal_ended")
+            packets = [e for e in deal if isinstance(e, PacketDealt)]
+            assert len(packets) == 7
+            assert len({c for p in packets for c in p.cards}) == 49
+            assert {c for p in packets for c in p.cards} < ALL_CARDS
+
+            await port.unplug()
+            offline = await events.expect(DeviceOffline)
+            assert "link lost" in offline.reason
+            await port.replug()
+            loop = asyncio.get_running_loop()
+            back = loop.time()
+            await events.expect(DeviceOnline, timeout=2.0)
+            assert loop.time() - back < 2.0
+            assert await sim.wait_for_host()
+            await sim.deal()
+            deal = await events.until("deal_ended")
+            assert isinstance(deal[-1], DealEnded)
+            assert len([e for e in deal if isinstance(e, PacketDealt)]) == 7
+
+
+async def test_rng_box_over_tcp(events: Events) -> None:
+    port = TcpServerPort()
+    async with RngSimulator(port, seed=1) as sim:
+        device = RngBoxDevice("rng", TcpTransport("127.0.0.1", port.port), backoff=FAST_BACKOFF)
+        async with running(device, events):
+            await events.expect(DeviceOnline)
+            assert await sim.wait_for_host()
+            number = await sim.press()
+            assert await events.expect(PositionDrawn) == PositionDrawn(
+                device="rng", method="rng", number=number
+            )
+
+
+async def test_connection_refused_is_offline_then_retried(events: Events) -> None:
+    port = TcpServerPort()
+    await port.open()
+    number = port.port
+    await port.close()
+    device = RngBoxDevice("rng", TcpTransport("127.0.0.1", number), backoff=FAST_BACKOFF)
+    async with running(device, events):
+        offline = await events.expect(DeviceOffline)
+        assert "cannot open tcp 127.0.0.1" in offline.reason
+        async with RngSimulator(TcpServerPort(port=number), seed=2):
+            await events.expect(DeviceOnline)
