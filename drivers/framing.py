@@ -366,6 +366,7 @@ class ReferenceCodec:
         self.device = device
         self._decoder = FrameDecoder()
         self._expect: int | None = None
+        self._last: Frame | None = None
         self._host = FrameEncoder()
         self.last_status: tuple[int, int] | None = None
 
@@ -388,6 +389,7 @@ class ReferenceCodec:
     def reset(self) -> None:
         self._decoder.reset()
         self._expect = None
+        self._last = None
 
     def greeting(self) -> bytes:
         return self._host.encode(*msg_status_request())
@@ -417,14 +419,14 @@ class ReferenceCodec:
 
     def _frame(self, frame: Frame) -> list[DeviceEvent]:
         events: list[DeviceEvent] = []
+        if frame == self._last:
+            # the same frame twice (an echo or a retransmission): using it would deal twice
+            return [self._error(frame, "sequence", f"repeated frame (seq {frame.seq}) ignored")]
+        self._last = frame
         if self._expect is not None and frame.seq != self._expect:
             lost = (frame.seq - self._expect) & 0xFF
-            what = "a repeated frame" if lost == 0xFF else f"{lost} frame(s) lost"
-            events.append(
-                self._error(
-                    frame, "sequence", f"expected seq {self._expect}, got {frame.seq}: {what}"
-                )
-            )
+            detail = f"expected seq {self._expect}, got {frame.seq}: {lost} frame(s) lost"
+            events.append(self._error(frame, "sequence", detail))
         self._expect = (frame.seq + 1) & 0xFF
         if frame.type not in self.accepts:
             events.append(self._error(frame, "unknown_type", f"message type 0x{frame.type:02x}"))

@@ -60,6 +60,13 @@ def driver_names() -> list[str]:
     return sorted([*DRIVERS, SOFTWARE_RNG])
 
 
+def driver_roles() -> dict[str, frozenset[str]]:
+    """Driver name → the config roles it serves ("cards", "position"), for config checks."""
+    roles = {name: frozenset({spec.device.role}) for name, spec in DRIVERS.items()}
+    roles[SOFTWARE_RNG] = frozenset({SoftwareRng.role})
+    return roles
+
+
 def make_transport(transport: str, settings: Mapping[str, Any]) -> Transport:
     """A serial or TCP transport from config settings; ValueError names a bad key."""
     if transport == "serial":

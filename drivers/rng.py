@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from typing import ClassVar
 
 import structlog
 
@@ -23,6 +24,8 @@ _log = structlog.get_logger()
 
 class RngBoxDevice(StreamDevice):
     """An RNG box on ``transport``; the reference codec unless a vendor's is given."""
+
+    role: ClassVar[str] = "position"
 
     def __init__(
         self,
@@ -49,6 +52,8 @@ class SoftwareRng:
     ``run`` reports DeviceOnline and then waits (so it fits the daemon's Device list);
     ``draw`` returns the drawn event and also puts it on the sink ``run`` was given, if running.
     """
+
+    role: ClassVar[str] = "position"
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -5,6 +5,8 @@ The shoe emits one CardDealt per card; forming packets of seven is the controlle
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from drivers.base import Backoff
 from drivers.codecs.shoe import ReferenceShoeCodec
 from drivers.framing import Codec
@@ -20,6 +22,8 @@ class ShoeDevice(StreamDevice):
     Emits DealStarted, CardDealt ×49, StubVerified, DealEnded per deal; DeviceFault for the
     shoe's own faults and ``code="silence"`` when a deal stops for ``silence_timeout`` s.
     """
+
+    role: ClassVar[str] = "cards"
 
     def __init__(
         self,

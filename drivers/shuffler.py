@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from drivers.base import Backoff
 from drivers.codecs.shuffler import ReferenceShufflerCodec
 from drivers.framing import Codec
@@ -16,6 +18,8 @@ class ShufflerDevice(StreamDevice):
     Emits DealStarted, PacketDealt ×7, StubVerified, DealEnded per deal; DeviceFault for the
     shuffler's own faults and ``code="silence"`` when a deal stops for ``silence_timeout`` s.
     """
+
+    role: ClassVar[str] = "cards"
 
     def __init__(
         self,

@@ -147,8 +147,13 @@ def test_sequence_gap_is_reported_and_the_frame_still_used() -> None:
     assert isinstance(out[1], FrameError) and out[1].error == "sequence"
     assert "expected seq 251, got 2: 7 frame(s) lost" in out[1].detail
     assert out[2] == DealEnded(device="shuffler")
-    repeat = codec.feed(second)
-    assert isinstance(repeat[0], FrameError) and "repeated" in repeat[0].detail
+    [repeat] = codec.feed(second)
+    assert isinstance(repeat, FrameError) and repeat.error == "sequence"
+    assert repeat.detail == "repeated frame (seq 2) ignored"
+    encoder.seq = 2  # the same number, other content: used, and the gap reported
+    again = codec.feed(encoder.encode(*msg_deal_start("y")))
+    assert isinstance(again[0], FrameError) and "255 frame(s) lost" in again[0].detail
+    assert again[1] == DealStarted(device="shuffler", shuffle_id="y")
     codec.reset()
     assert codec.feed(frames(msg_deal_end(), first_seq=77)) == [DealEnded(device="shuffler")]
 

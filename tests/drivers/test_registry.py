@@ -73,6 +73,16 @@ def test_a_vendor_codec_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(ValueError, match="already registered"):
         registry.register("acme_shuffler", DriverSpec(AcmeShufflerCodec, ShufflerDevice))
     assert "acme_shuffler" in registry.driver_names()
+    assert registry.driver_roles()["acme_shuffler"] == {"cards"}
+
+
+def test_driver_roles() -> None:
+    assert registry.driver_roles() == {
+        "reference_shuffler": {"cards"},
+        "reference_shoe": {"cards"},
+        "reference_rng": {"position"},
+        "software_rng": {"position"},
+    }
 
 
 async def test_software_rng_draws_when_asked(events: Events) -> None:
