@@ -1,0 +1,667 @@
+"""The display server: the dealer page, the supervisor page, their JSON and the live stream.
+
+Plain aiohttp, plain files (controller/display/static/: HTML, CSS, JS; no build step, no CDN).
+Every page and JSON endpoint passes :class:`~controller.display.access.AccessPolicy`; dealer
+input goes to the table as the same commands MQTT sends (``daemon.submit``), so the journal
+records it like any other command. docs/display.md lists the endpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from aiohttp import web
+from pydantic import ValidationError
+
+from controller.config import ConfigError
+from controller.display.access import AccessPolicy, Decision
+from controller.display.state import CLOSE, LiveState, Update
+from controller.display.stats import side_wagers, two_jacks
+from controller.game.cards import CardError, parse_cards
+from controller.game.setting import Setting
+from controller.game.wagers import settle_pai_gow
+from controller.journal import Journal, RoundRecord
+from controller.messages import (
+    Command,
+    EnterDice,
+    PlayerPayload,
+    PlayerSetting,
+    RoundPayload,
+    SetSeats,
+    VoidRound,
+)
+
+if TYPE_CHECKING:
+    from controller.daemon import Daemon
+
+log = structlog.get_logger("paigow.display")
+
+STATIC_DIR = Path(__file__).with_name("static")
+HEARTBEAT_S = 15.0
+CHUNK = 200  # rounds read from the journal per lock hold, so a long query never stalls a deal
+MAX_SCAN = 10_000
+PIN_TRIES = 5
+PIN_LOCKOUT_S = 60.0
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+
+POLICY_KEY = web.AppKey("policy", AccessPolicy)
+
+
+@dataclass
+class PinGuard:
+    """The void PIN, compared in constant time; ``PIN_TRIES`` wrong PINs lock voiding for a
+    minute (a PIN has few digits: guessing must be slow)."""
+
+    pin: str | None
+    clock: Callable[[], float] = time.monotonic
+    failures: int = 0
+    locked_until: float = 0.0
+
+    def check(self, presented: str) -> Decision:
+        if self.pin is None:
+            return Decision(403, "voiding from the display is disabled: no void PIN is configured")
+        now = self.clock()
+        if now < self.locked_until:
+            return Decision(
+                403, f"too many wrong PINs: try again in {int(self.locked_until - now) + 1} s"
+            )
+        if hmac.compare_digest(presented.encode("utf-8"), self.pin.encode("utf-8")):
+            self.failures = 0
+            return Decision(200)
+        self.failures += 1
+        if self.failures >= PIN_TRIES:
+            self.failures = 0
+            self.locked_until = now + PIN_LOCKOUT_S
+        return Decision(403, "wrong PIN")
+
+
+@dataclass
+class DisplayContext:
+    """What the handlers need: the daemon, the live state, the access policy and the PIN."""
+
+    daemon: Daemon
+    state: LiveState
+    policy: AccessPolicy
+    pins: PinGuard
+
+    @property
+    def journal(self) -> Journal:
+        return self.daemon.journal
+
+    def controls(self, request: web.Request) -> dict[str, Any]:
+        return {
+            "dealer_input": self.policy.dealer_input_for(request),
+            "void_enabled": self.pins.pin is not None,
+        }
+
+
+CONTEXT_KEY = web.AppKey("context", DisplayContext)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"ok": False, "error": message}, status=status)
+
+
+def _refuse(decision: Decision) -> web.Response:
+    response = _error(decision.status, decision.reason)
+    if decision.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="paigow-table"'
+    return response
+
+
+def _int_arg(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    try:
+        value = int(request.query.get(name, default))
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{name} must be an integer") from None
+    return max(low, min(high, value))
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        data = await request.json()
+    except ValueError:
+        raise web.HTTPBadRequest(text="expected a JSON object") from None
+    if not isinstance(data, dict):
+        raise web.HTTPBadRequest(text="expected a JSON object")
+    return data
+
+
+def _record_json(record: RoundRecord, *, events: bool) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "round_id": record.round_id,
+        "table_id": record.table_id,
+        "seq": record.seq,
+        "status": str(record.status),
+        "reason": record.reason,
+        "opened_at": record.opened_at,
+        "closed_at": record.closed_at,
+        "result": record.result,
+    }
+    if events:
+        data["events"] = [
+            {"id": e.id, "at": e.at, "kind": e.kind, "payload": e.payload} for e in record.events
+        ]
+    return data
+
+
+def _summary(record: RoundRecord) -> dict[str, Any]:
+    result = record.result or {}
+    dealer = result.get("dealer") or {}
+    setting = dealer.get("setting") or {}
+    return {
+        "round_id": record.round_id,
+        "seq": record.seq,
+        "status": str(record.status),
+        "reason": record.reason,
+        "opened_at": record.opened_at,
+        "closed_at": record.closed_at,
+        "first_position": result.get("first_position"),
+        "two_jacks": bool(dealer.get("two_jacks")),
+        "rule": setting.get("rule"),
+        "front": setting.get("front"),
+        "back": setting.get("back"),
+    }
+
+
+def _scan(journal: Journal, limit: int = MAX_SCAN) -> Iterator[RoundRecord]:
+    """This table's rounds, newest first, read in chunks (the journal lock is let go between)."""
+    offset = 0
+    while offset < limit:
+        chunk = journal.recent_rounds(min(CHUNK, limit - offset), offset)
+        yield from chunk
+        if len(chunk) < CHUNK:
+            return
+        offset += len(chunk)
+
+
+def _search(journal: Journal, query: str, limit: int, offset: int) -> list[RoundRecord]:
+    """Rounds by id (exact, then any part, case-insensitive) or by number (``123``, ``#123``)."""
+    query = query.strip()
+    if not query:
+        return journal.recent_rounds(limit, offset)
+    exact = journal.get_round(query)
+    if exact is not None and exact.table_id == journal.table_id:
+        return [exact]
+    number = query.removeprefix("#")
+    wanted = query.lower()
+    found: list[RoundRecord] = []
+    for record in _scan(journal):
+        if (number.isdigit() and record.seq == int(number)) or wanted in record.round_id.lower():
+            found.append(record)
+            if len(found) >= offset + limit:
+                break
+    return found[offset:]
+
+
+def _results_oldest_first(journal: Journal, rounds: int) -> list[dict[str, Any] | None]:
+    return [r.result for r in _scan(journal, rounds)][::-1]
+
+
+def _hourly(journal: Journal, hours: int, now: datetime) -> list[dict[str, Any]]:
+    start = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(
+        hours=hours - 1
+    )
+    counts = {c.hour: c for c in journal.round_counts_by_hour(since=start)}
+    out = []
+    for i in range(hours):
+        hour = (start + timedelta(hours=i)).strftime("%Y-%m-%dT%H:00Z")
+        c = counts.get(hour)
+        out.append(
+            {"hour": hour, "total": c.total if c else 0, "by_status": c.by_status if c else {}}
+        )
+    return out
+
+
+def _last_round(journal: Journal) -> tuple[RoundPayload, list[PlayerPayload]] | None:
+    """The journal's newest round if it is closed, with its players' settings (after a restart)."""
+    recent = journal.recent_rounds(1)
+    if not recent or recent[0].result is None:
+        return None
+    record = journal.get_round(recent[0].round_id)
+    if record is None or record.result is None:
+        return None
+    try:
+        payload = RoundPayload.model_validate(record.result)
+        players = [
+            PlayerPayload.model_validate(e.payload)
+            for e in record.events
+            if e.kind == "player_settled"
+        ]
+    except ValidationError:
+        return None
+    return payload, players
+
+
+# --- middleware ------------------------------------------------------------------------------
+
+ACTIONS = frozenset(
+    {"/api/dice", "/api/seats", "/api/player-setting", "/api/player-setting/preview", "/api/void"}
+)
+
+
+@web.middleware
+async def access_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every request passes the access rules; static files (no table data in them) are free."""
+    policy = request.app[POLICY_KEY]
+    if request.path.startswith("/static/"):
+        return await handler(request)
+    if request.path in ACTIONS or request.method not in ("GET", "HEAD"):
+        decision = policy.can_act(request)
+    else:
+        decision = policy.can_view(request)
+    if not decision.allowed:
+        log.warning(
+            "display_refused",
+            remote=request.remote,
+            path=request.path,
+            status=decision.status,
+            reason=decision.reason,
+        )
+        return _refuse(decision)
+    try:
+        return await handler(request)
+    except web.HTTPClientError as exc:
+        if request.path.startswith("/api/"):
+            return _error(exc.status, exc.text or exc.reason)
+        raise
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    if request.path.startswith("/api/"):
+        response.headers.setdefault("Cache-Control", "no-store")
+    else:
+        response.headers.setdefault("Cache-Control", "no-cache")
+
+
+# --- handlers --------------------------------------------------------------------------------
+
+
+def _ctx(request: web.Request) -> DisplayContext:
+    return request.app[CONTEXT_KEY]
+
+
+async def index(request: web.Request) -> web.StreamResponse:
+    raise web.HTTPFound("/dealer" + (f"?{request.query_string}" if request.query_string else ""))
+
+
+async def dealer_page(request: web.Request) -> web.StreamResponse:
+    return web.FileResponse(STATIC_DIR / "dealer.html")
+
+
+async def supervisor_page(request: web.Request) -> web.StreamResponse:
+    return web.FileResponse(STATIC_DIR / "supervisor.html")
+
+
+async def api_state(request: web.Request) -> web.StreamResponse:
+    ctx = _ctx(request)
+    return web.json_response({**ctx.state.snapshot(), "controls": ctx.controls(request)})
+
+
+async def api_events(request: web.Request) -> web.StreamResponse:
+    """Server-Sent Events: a ``snapshot`` first, then ``round``, ``player``, ``alarm``,
+    ``device``, ``status`` and ``seats`` updates as they are journaled."""
+    ctx = _ctx(request)
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-store",
+            "X-Accel-Buffering": "no",
+        }
+    )
+    await response.prepare(request)
+    queue, snapshot = ctx.state.subscribe()
+    try:
+        first = Update("snapshot", {**snapshot, "controls": ctx.controls(request)})
+        await response.write(b"retry: 1000\n\n" + first.encode(0))
+        event_id = 0
+        while True:
+            try:
+                update = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
+            except TimeoutError:
+                await response.write(b": keepalive\n\n")
+                continue
+            if update is CLOSE:
+                break
+            event_id += 1
+            await response.write(update.encode(event_id))
+    except ConnectionResetError:
+        pass  # the browser went away; it reconnects and starts from a new snapshot
+    finally:
+        ctx.state.unsubscribe(queue)
+    return response
+
+
+async def api_rounds(request: web.Request) -> web.StreamResponse:
+    ctx = _ctx(request)
+    limit = _int_arg(request, "limit", 50, 1, 500)
+    offset = _int_arg(request, "offset", 0, 0, MAX_SCAN)
+    query = request.query.get("q", "")[:128]
+    records = await asyncio.to_thread(_search, ctx.journal, query, limit, offset)
+    return web.json_response(
+        {"query": query, "offset": offset, "rounds": [_summary(r) for r in records[:limit]]}
+    )
+
+
+async def api_round(request: web.Request) -> web.StreamResponse:
+    ctx = _ctx(request)
+    round_id = request.match_info["round_id"]
+    record = await asyncio.to_thread(ctx.journal.get_round, round_id)
+    if record is None or record.table_id != ctx.journal.table_id:
+        return _error(404, f"no round {round_id}")
+    return web.json_response(_record_json(record, events=True))
+
+
+async def api_rounds_per_hour(request: web.Request) -> web.StreamResponse:
+    ctx = _ctx(request)
+    hours = _int_arg(request, "hours", 24, 1, 24 * 14)
+    data = await asyncio.to_thread(_hourly, ctx.journal, hours, ctx.daemon.clock())
+    return web.json_response({"hours": data})
+
+
+async def api_two_jacks(request: web.Request) -> web.StreamResponse:
+    ctx = _ctx(request)
+    rounds = _int_arg(request, "rounds", 1000, 1, MAX_SCAN)
+    results = await asyncio.to_thread(_results_oldest_first, ctx.journal, rounds)
+    return web.json_response(two_jacks(results))
+
+
+async def api_side_wagers(request: web.Request) -> web.StreamResponse:
+    ctx = _ctx(request)
+    rounds = _int_arg(request, "rounds", 1000, 1, MAX_SCAN)
+    results = await asyncio.to_thread(_results_oldest_first, ctx.journal, rounds)
+    return web.json_response(side_wagers(results))
+
+
+async def api_overview(request: web.Request) -> web.StreamResponse:
+    ctx = _ctx(request)
+    stats = await asyncio.to_thread(ctx.journal.stats)
+    return web.json_response(
+        {
+            "journal": {
+                "rounds": stats.rounds,
+                "by_status": stats.by_status,
+                "events": stats.events,
+                "outbox_pending": stats.outbox_pending,
+                "oldest_pending_at": stats.oldest_pending_at,
+                "last_round_at": stats.last_round_at,
+            },
+            "live_clients": ctx.state.clients,
+        }
+    )
+
+
+# --- dealer input ----------------------------------------------------------------------------
+
+
+async def _submit(ctx: DisplayContext, command: Command) -> web.Response:
+    try:
+        reply = await ctx.daemon.submit(command)
+    except TimeoutError:
+        return _error(504, "the table did not answer in time")
+    body = {"ok": reply.ok, "error": reply.error, "data": reply.data}
+    return web.json_response(body, status=200 if reply.ok else 409)
+
+
+def _request_id() -> str:
+    return f"display-{uuid.uuid4().hex[:12]}"
+
+
+def _validation(exc: ValidationError) -> web.Response:
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return _error(400, f"{where}: {first['msg']}" if where else str(first["msg"]))
+
+
+async def api_dice(request: web.Request) -> web.StreamResponse:
+    body = await _body(request)
+    try:
+        command = EnterDice.model_validate({"dice": body.get("dice"), "request_id": _request_id()})
+    except ValidationError as exc:
+        return _validation(exc)
+    return await _submit(_ctx(request), command)
+
+
+async def api_seats(request: web.Request) -> web.StreamResponse:
+    body = await _body(request)
+    try:
+        command = SetSeats.model_validate(
+            {"occupied": body.get("occupied"), "request_id": _request_id()}
+        )
+    except ValidationError as exc:
+        return _validation(exc)
+    return await _submit(_ctx(request), command)
+
+
+async def api_player_setting(request: web.Request) -> web.StreamResponse:
+    body = await _body(request)
+    try:
+        command = PlayerSetting.model_validate(
+            {
+                "seat": body.get("seat"),
+                "front": body.get("front"),
+                "house_way": bool(body.get("house_way", False)),
+                "round_id": body.get("round_id"),
+                "request_id": _request_id(),
+            }
+        )
+    except ValidationError as exc:
+        return _validation(exc)
+    return await _submit(_ctx(request), command)
+
+
+async def api_player_preview(request: web.Request) -> web.StreamResponse:
+    """What a player's setting would be (hands, foul, the Pai Gow result) before it is entered;
+    computed from the round as closed and the same pure rules the table uses, nothing stored."""
+    ctx = _ctx(request)
+    body = await _body(request)
+    p = ctx.state.last_payload
+    if p is None or p.status != "settled" or p.dealer is None:
+        return _error(409, "no settled round: a player sets only after the dealer")
+    if body.get("round_id") not in (None, p.round_id):
+        return _error(409, f"round {body.get('round_id')} is not the current round")
+    seat = next((s for s in p.seats if s.seat == body.get("seat")), None)
+    if seat is None:
+        return _error(404, f"seat {body.get('seat')} has no hand this round")
+    rules = ctx.daemon.table.settings.rules
+    try:
+        front_texts = body.get("front")
+        if not isinstance(front_texts, list) or len(front_texts) != 2:
+            raise ValueError("give the two front cards")
+        cards = parse_cards(seat.cards)
+        setting = Setting.from_front(
+            cards, parse_cards([str(t) for t in front_texts]), wheel_high=rules.wheel_high
+        )
+        dealer_cards = parse_cards(p.dealer.cards)
+        d = p.dealer.setting
+        dealer = (
+            Setting.from_front(dealer_cards, parse_cards(d.front), d.rule, rules.wheel_high)
+            if d is not None
+            else None
+        )
+        result = settle_pai_gow(setting, dealer, dealer_cards, rules)
+    except (CardError, ValueError) as exc:
+        return _error(400, str(exc))
+    return web.json_response(
+        {
+            "ok": True,
+            "seat": seat.seat,
+            "setting": setting.to_dict(),
+            "foul": setting.is_foul,
+            "pai_gow": result.to_dict(),
+        }
+    )
+
+
+async def api_void(request: web.Request) -> web.StreamResponse:
+    ctx = _ctx(request)
+    body = await _body(request)
+    decision = ctx.pins.check(str(body.get("pin", "")))
+    if not decision.allowed:
+        log.warning("void_refused", remote=request.remote, reason=decision.reason)
+        return _refuse(decision)
+    try:
+        command = VoidRound(
+            reason=str(body.get("reason") or "voided by dealer")[:200],
+            round_id=body.get("round_id"),
+            request_id=_request_id(),
+        )
+    except ValidationError as exc:
+        return _validation(exc)
+    return await _submit(ctx, command)
+
+
+# --- the application -------------------------------------------------------------------------
+
+
+def build_app(ctx: DisplayContext) -> web.Application:
+    app = web.Application(middlewares=[access_middleware], client_max_size=64 * 1024)
+    app[POLICY_KEY] = ctx.policy
+    app[CONTEXT_KEY] = ctx
+    app.on_response_prepare.append(_security_headers)
+    r = app.router
+    r.add_get("/", index)
+    r.add_get("/dealer", dealer_page)
+    r.add_get("/supervisor", supervisor_page)
+    r.add_get("/api/state", api_state)
+    r.add_get("/api/events", api_events)
+    r.add_get("/api/overview", api_overview)
+    r.add_get("/api/rounds", api_rounds)
+    r.add_get("/api/rounds/{round_id}", api_round)
+    r.add_get("/api/charts/rounds-per-hour", api_rounds_per_hour)
+    r.add_get("/api/charts/two-jacks", api_two_jacks)
+    r.add_get("/api/charts/side-wagers", api_side_wagers)
+    r.add_post("/api/dice", api_dice)
+    r.add_post("/api/seats", api_seats)
+    r.add_post("/api/player-setting", api_player_setting)
+    r.add_post("/api/player-setting/preview", api_player_preview)
+    r.add_post("/api/void", api_void)
+    r.add_static("/static", STATIC_DIR, append_version=False)
+    return app
+
+
+def _table_info(daemon: Daemon) -> dict[str, Any]:
+    t = daemon.config.table
+    s = daemon.table.settings
+    return {
+        "id": t.id,
+        "name": t.name or t.id,
+        "seats": [{"position": p, "seat": label} for p, label in sorted(t.seats.items())],
+        "rules": s.describe_rules(),
+        "paytables": s.describe_paytables(),
+    }
+
+
+def _secret(read: Callable[[], str | None], what: str) -> str | None:
+    try:
+        return read()
+    except ConfigError as exc:
+        log.error("display_secret_unreadable", secret=what, errors=[str(e) for e in exc.errors])
+        return None
+
+
+class DisplayService:
+    """The daemon service that serves the pages (``daemon.config.display``; ``host``/``port``
+    given here override it, e.g. port 0 for a free port in tests). ``started`` is set once it
+    listens; ``port`` is then the port it got. A port it cannot bind is retried, never fatal:
+    the table goes on dealing without its monitor."""
+
+    name = "display"
+
+    def __init__(
+        self,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        remote_dealer_input: bool = False,
+        retry_s: float = 5.0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.remote_dealer_input = remote_dealer_input
+        self.retry_s = retry_s
+        self.started = asyncio.Event()
+        self.context: DisplayContext | None = None
+
+    async def wait_started(self, timeout: float = 10.0) -> None:
+        """Wait until the server listens (``port`` is then known)."""
+        await asyncio.wait_for(self.started.wait(), timeout)
+
+    @property
+    def url(self) -> str:
+        host = self.host or "127.0.0.1"
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        return f"http://{'[' + shown + ']' if ':' in shown else shown}:{self.port}"
+
+    async def _context(self, daemon: Daemon) -> DisplayContext:
+        cfg = daemon.config.display
+        policy = AccessPolicy(
+            token=_secret(cfg.read_supervisor_token, "supervisor_token_file"),
+            configured_host=self.host or cfg.host,
+            remote_dealer_input=self.remote_dealer_input,
+        )
+        last = await asyncio.to_thread(_last_round, daemon.journal)
+        # From here to subscribe nothing awaits: no effect can fall between snapshot and listener.
+        table = daemon.table
+        state = LiveState(
+            table=_table_info(daemon),
+            status=table.status().model_dump(mode="json"),
+            devices={name: {"online": up, "detail": ""} for name, up in table.devices.items()},
+            occupied=dict(table.occupied),
+        )
+        current = table.round
+        if last is not None and (current is None or current.round_id == last[0].round_id):
+            state.load_round(*last)
+        daemon.subscribe(state.on_effect)
+        return DisplayContext(
+            daemon, state, policy, PinGuard(_secret(cfg.read_void_pin, "void_pin_file"))
+        )
+
+    async def run(self, daemon: Daemon) -> None:
+        cfg = daemon.config.display
+        self.host = self.host or cfg.host
+        port = cfg.port if self.port is None else self.port
+        ctx = self.context = await self._context(daemon)
+        runner = web.AppRunner(build_app(ctx), access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        try:
+            while True:
+                try:
+                    await web.TCPSite(runner, self.host, port).start()
+                    break
+                except OSError as exc:
+                    log.error("display_bind_failed", host=self.host, port=port, error=str(exc))
+                    await asyncio.sleep(self.retry_s)
+            self.port = int(runner.addresses[0][1])
+            self.started.set()
+            log.info("display_listening", url=self.url, token=ctx.policy.token is not None)
+            await asyncio.Event().wait()
+        finally:
+            ctx.state.close_all()
+            await runner.cleanup()

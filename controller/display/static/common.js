@@ -1,0 +1,187 @@
+// Shared by the dealer and supervisor pages: safe element building, card faces, the API and the
+// live stream. Data from the table (card text, seat labels, names, reasons) only ever reaches the
+// page as textContent or attribute values: never as HTML.
+
+export const SVG_NS = "http://www.w3.org/2000/svg";
+
+/** An element with attributes and children; strings become text nodes (never parsed as HTML). */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  setAttrs(node, attrs);
+  append(node, children);
+  return node;
+}
+
+/** An SVG element, same rules. */
+export function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  setAttrs(node, attrs);
+  append(node, children);
+  return node;
+}
+
+function setAttrs(node, attrs) {
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.setAttribute("class", Array.isArray(value) ? value.filter(Boolean).join(" ") : value);
+    else if (key === "text") node.textContent = String(value);
+    else if (key.startsWith("on") && typeof value === "function") node.addEventListener(key.slice(2), value);
+    else if (key === "dataset") for (const [k, v] of Object.entries(value)) node.dataset[k] = String(v);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+}
+
+function append(node, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+/** Replace an element's children. */
+export function fill(node, ...children) {
+  node.replaceChildren();
+  append(node, children);
+  return node;
+}
+
+export const $ = (selector, root = document) => root.querySelector(selector);
+
+// --- cards -------------------------------------------------------------------------------------
+
+const RANKS = { T: "10", J: "J", Q: "Q", K: "K", A: "A" };
+const RANK_NAMES = {
+  2: "Two", 3: "Three", 4: "Four", 5: "Five", 6: "Six", 7: "Seven", 8: "Eight", 9: "Nine",
+  T: "Ten", J: "Jack", Q: "Queen", K: "King", A: "Ace",
+};
+const SUITS = { c: "clubs", d: "diamonds", h: "hearts", s: "spades" };
+
+// Suit shapes on a 100×100 box (drawn, not font glyphs: every kiosk renders them the same).
+const SUIT_PATHS = {
+  s: "M50 4 C38 24 8 38 8 62 C8 78 22 88 36 86 C42 85 46 82 48 78 C47 86 43 92 36 96 L64 96 C57 92 53 86 52 78 C54 82 58 85 64 86 C78 88 92 78 92 62 C92 38 62 24 50 4 Z",
+  h: "M50 94 C40 80 6 60 6 34 C6 18 18 6 32 6 C41 6 47 11 50 18 C53 11 59 6 68 6 C82 6 94 18 94 34 C94 60 60 80 50 94 Z",
+  d: "M50 3 L86 50 L50 97 L14 50 Z",
+  c: "M50 6 C38 6 30 15 30 26 C30 33 33 38 37 42 C34 40 30 39 26 39 C15 39 6 48 6 59 C6 70 15 79 26 79 C36 79 43 73 46 66 C45 80 41 89 34 96 L66 96 C59 89 55 80 54 66 C57 73 64 79 74 79 C85 79 94 70 94 59 C94 48 85 39 74 39 C70 39 66 40 63 42 C67 38 70 33 70 26 C70 15 62 6 50 6 Z",
+};
+const STAR = "M50 4 L62 38 L98 38 L69 59 L80 94 L50 73 L20 94 L31 59 L2 38 L38 38 Z";
+
+export function suitIcon(suit, cls = "suit") {
+  return svg("svg", { class: cls, viewBox: "0 0 100 100", "aria-hidden": "true" },
+    svg("path", { d: SUIT_PATHS[suit] || STAR }));
+}
+
+/** Parse card text ("As", "Td", "JK"); null for anything else (a foreign card "?7f"). */
+export function parseCard(text) {
+  if (text === "JK") return { joker: true };
+  const m = /^([2-9TJQKA])([cdhs])$/.exec(String(text));
+  return m ? { rank: m[1], suit: m[2] } : null;
+}
+
+export function cardName(text) {
+  const c = parseCard(text);
+  if (!c) return `unknown card ${text}`;
+  if (c.joker) return "Joker";
+  return `${RANK_NAMES[c.rank]} of ${SUITS[c.suit]}`;
+}
+
+/** A card face: rank and suit in red or black, the joker in its own colours. */
+export function cardFace(text, size = "md", extra = {}) {
+  const c = parseCard(text);
+  const attrs = { ...extra, title: cardName(text), "aria-label": cardName(text), role: "img" };
+  if (!c) {
+    return el("div", { ...attrs, class: ["card", size, "unknown", extra.class], dataset: { card: text } },
+      el("span", { class: "rank", text: "?" }), el("span", { class: "code", text: String(text) }));
+  }
+  if (c.joker) {
+    return el("div", { ...attrs, class: ["card", size, "joker", extra.class], dataset: { card: "JK" } },
+      el("span", { class: "rank", text: "JOKER" }), suitIcon("*", "suit star"));
+  }
+  const colour = c.suit === "h" || c.suit === "d" ? "red" : "black";
+  return el("div", { ...attrs, class: ["card", size, colour, extra.class], dataset: { card: text } },
+    el("span", { class: "rank", text: RANKS[c.rank] || c.rank }),
+    suitIcon(c.suit));
+}
+
+export function cardRow(cards, size = "md", cls = "cards") {
+  return el("div", { class: cls }, (cards || []).map((c) => cardFace(c, size)));
+}
+
+// --- words -------------------------------------------------------------------------------------
+
+export function pays(p) {
+  if (p === undefined || p === null) return "";
+  if (p > 0) return `${p} to 1`;
+  return p === 0 ? "push" : "loses";
+}
+
+export function lineName(line) {
+  return String(line || "").replaceAll("_", " ");
+}
+
+/** "three of a kind, nines" → "Three of a kind, nines". */
+export function cap(text) {
+  const t = String(text || "");
+  return t ? t[0].toUpperCase() + t.slice(1) : t;
+}
+
+export function positionText(fp, seatOf) {
+  if (!fp) return "";
+  const who = fp.position === 1 ? "the dealer" : `seat ${seatOf(fp.position)}`;
+  let how;
+  if (fp.dice) how = `dice ${fp.dice.join(" + ")} = ${fp.dice.reduce((a, b) => a + b, 0)}`;
+  else if (fp.method === "software_rng") how = `software RNG drew ${fp.number}`;
+  else how = `RNG drew ${fp.number}`;
+  const manual = fp.method === "dice_manual" ? " (keyed by the dealer)" : "";
+  return { where: `Position ${fp.position} · ${who}`, how: how + manual };
+}
+
+export function timeText(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? String(iso) : d.toLocaleTimeString([], { hour12: false });
+}
+
+export function dateTimeText(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return String(iso);
+  return `${d.toLocaleDateString()} ${d.toLocaleTimeString([], { hour12: false })}`;
+}
+
+// --- the server --------------------------------------------------------------------------------
+
+const TOKEN = new URLSearchParams(location.search).get("token");
+
+/** fetch JSON from the server (with the supervisor token when the page was opened with one). */
+export async function api(path, { method = "GET", body } = {}) {
+  const headers = { Accept: "application/json" };
+  if (TOKEN) headers.Authorization = `Bearer ${TOKEN}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let response;
+  try {
+    response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store" });
+  } catch (err) {
+    return { ok: false, http: 0, error: "no connection to the table controller" };
+  }
+  let data = {};
+  try { data = await response.json(); } catch { data = {}; }
+  return { ...data, ok: response.ok && data.ok !== false, http: response.status, error: data.error || (response.ok ? null : response.statusText) };
+}
+
+/** The live stream: ``handlers[event](data)`` for each event; ``onLink(true|false)``. */
+export function live(handlers, onLink) {
+  const url = "/api/events" + (TOKEN ? `?token=${encodeURIComponent(TOKEN)}` : "");
+  const source = new EventSource(url);
+  for (const [event, handler] of Object.entries(handlers)) {
+    source.addEventListener(event, (e) => handler(JSON.parse(e.data)));
+  }
+  source.addEventListener("open", () => onLink(true));
+  source.addEventListener("error", () => onLink(false));
+  return source;
+}
+
+export function clock(node) {
+  const tick = () => { node.textContent = new Date().toLocaleTimeString([], { hour12: false, hour: "2-digit", minute: "2-digit" }); };
+  tick();
+  setInterval(tick, 5000);
+}

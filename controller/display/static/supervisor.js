@@ -1,0 +1,304 @@
+// The floor supervisor's view, read only: table status, devices, alarms, charts drawn as inline
+// SVG from the JSON endpoints, and the round history with every journaled detail of a round.
+
+import {
+  $, api, cap, cardFace, cardRow, clock, dateTimeText, el, fill, lineName, live, pays, positionText, svg, timeText,
+} from "./common.js";
+
+const S = { table: { seats: [] }, status: {}, devices: {}, round: null, alarms: [], query: "", offset: 0, limit: 25, selected: null };
+const STATUS_COLOURS = { settled: "#2fbf71", dead: "#d7263d", misdeal: "#f08a24", void: "#8a969c", open: "#4ea8de" };
+const SIDE_NAMES = { chan_chu: "Chan Chu", jacks_beat: "Jacks Beat", push_ace_high: "Ace High" };
+const seatOf = (position) => (S.table.seats.find((s) => s.position === position) || {}).seat || String(position);
+const pct = (x, digits = 2) => (x === null || x === undefined ? "—" : `${(x * 100).toFixed(digits)}%`);
+
+// --- status tiles --------------------------------------------------------------------------------
+
+function renderHeader() {
+  $("#table-name").textContent = `${S.table.name || S.table.id}  ·  ${S.table.id || ""}`;
+  document.title = `Supervisor — ${S.table.name || S.table.id}`;
+  const open = S.status.table_open !== false;
+  const node = $("#table-open");
+  node.textContent = open ? "TABLE OPEN" : "TABLE CLOSED";
+  node.dataset.state = open ? "open" : "closed";
+  const r = S.round;
+  $("#current-round").textContent = r ? `Round ${r.round_seq} · ${r.phase.replace("_", " ")}` : "No round yet";
+}
+
+function renderDevices() {
+  const entries = Object.entries(S.devices).sort();
+  fill($("#devices"), entries.length ? entries.map(([name, d]) => el("li", { class: ["device", d.online ? "up" : "down"] },
+    el("span", { class: "dot", "aria-hidden": "true" }),
+    el("b", { text: name }),
+    el("span", { class: "state", text: d.online ? "online" : "OFFLINE" }),
+    el("span", { class: "info", text: d.detail || "" }),
+    el("span", { class: "when", text: d.at ? timeText(d.at) : "" }))) : el("li", { class: "none", text: "No device has reported yet" }));
+}
+
+function renderAlarms() {
+  $("#alarm-count").textContent = S.alarms.length ? String(S.alarms.length) : "";
+  fill($("#alarms"), S.alarms.length ? S.alarms.map((a) => el("li", { class: ["alarm", a.severity] },
+    el("span", { class: "sev", text: a.severity.toUpperCase() }),
+    el("span", { class: "when", text: timeText(a.at) }),
+    el("b", { class: "code", text: a.code }),
+    el("span", { class: "info", text: a.detail }),
+    a.round_id ? el("button", { class: "linkish", type: "button", text: "round", onclick: () => showRound(a.round_id) }) : null)) : el("li", { class: "none", text: "No alarms since the controller started" }));
+}
+
+async function loadOverview() {
+  const reply = await api("/api/overview");
+  if (!reply.ok) return;
+  const j = reply.journal;
+  const by = Object.entries(j.by_status || {}).map(([k, v]) => `${v} ${k}`).join(" · ") || "none";
+  fill($("#journal"),
+    el("dt", { text: "Rounds" }), el("dd", { text: `${j.rounds}  (${by})` }),
+    el("dt", { text: "Last round" }), el("dd", { text: j.last_round_at ? dateTimeText(j.last_round_at) : "—" }),
+    el("dt", { text: "Unsent messages" }), el("dd", { class: j.outbox_pending > 50 ? "warn" : "", text: `${j.outbox_pending}${j.oldest_pending_at ? `, oldest ${timeText(j.oldest_pending_at)}` : ""}` }),
+    el("dt", { text: "Events journaled" }), el("dd", { text: String(j.events) }),
+    el("dt", { text: "Paytables" }), el("dd", { text: `Chan Chu ${S.table.paytables?.chan_chu ?? "?"}${S.table.paytables?.envy ? " + envy" : ""} · Jacks Beat ${S.table.paytables?.jacks_beat ?? "?"}` }));
+}
+
+// --- charts (inline SVG) -------------------------------------------------------------------------
+
+function chartFrame(w, h) {
+  return svg("svg", { viewBox: `0 0 ${w} ${h}`, class: "chart-svg", role: "img" });
+}
+
+async function loadHourly() {
+  const reply = await api("/api/charts/rounds-per-hour?hours=24");
+  if (!reply.ok) return;
+  const hours = reply.hours;
+  const W = 560, H = 230, L = 40, B = 30, T = 12;
+  const max = Math.max(4, ...hours.map((h) => h.total));
+  const bw = (W - L - 8) / hours.length;
+  const chart = chartFrame(W, H);
+  chart.setAttribute("aria-label", "rounds per hour");
+  const y = (v) => T + (H - B - T) * (1 - v / max);
+  for (const tick of [0, Math.round(max / 2), max]) {
+    chart.append(svg("line", { x1: L, x2: W, y1: y(tick), y2: y(tick), class: "grid" }),
+      svg("text", { x: L - 6, y: y(tick) + 5, class: "axis", "text-anchor": "end" }, String(tick)));
+  }
+  hours.forEach((h, i) => {
+    let base = 0;
+    for (const status of ["settled", "dead", "misdeal", "void", "open"]) {
+      const n = (h.by_status || {})[status] || 0;
+      if (!n) continue;
+      chart.append(svg("rect", { x: L + i * bw + 2, width: Math.max(1, bw - 4), y: y(base + n), height: y(base) - y(base + n), fill: STATUS_COLOURS[status] },
+        svg("title", {}, `${h.hour}: ${n} ${status}`)));
+      base += n;
+    }
+    if (i % 3 === 0) chart.append(svg("text", { x: L + i * bw + bw / 2, y: H - 8, class: "axis", "text-anchor": "middle" }, h.hour.slice(11, 13)));
+  });
+  const legend = el("div", { class: "legend" }, ["settled", "dead", "misdeal", "void"].map((s) =>
+    el("span", { class: "key" }, el("i", { class: `sw-${s}` }), s)));
+  const total = hours.reduce((a, h) => a + h.total, 0);
+  fill($("#chart-hourly"), el("div", { class: "headline small", text: `${total} rounds in 24 h · this hour ${hours[hours.length - 1].total}` }), chart, legend);
+}
+
+async function loadJacks() {
+  const reply = await api("/api/charts/two-jacks?rounds=2000");
+  if (!reply.ok) return;
+  const { rounds, two_jacks: hits, rate, expected, interval95, series } = reply;
+  const headline = $("#jacks-headline");
+  fill(headline, rounds
+    ? [el("b", { text: pct(rate) }), ` · ${hits} of ${rounds} settled rounds · expected ${pct(expected)} · 95% interval ${pct(interval95[0], 1)}–${pct(interval95[1], 1)}`]
+    : "No settled rounds yet");
+  const outside = rounds >= 30 && (expected < interval95[0] || expected > interval95[1]);
+  headline.dataset.alert = outside ? "yes" : "no";
+  if (outside) headline.append(el("div", { class: "flag", text: "Outside the 95% interval: review the deck and the shuffler" }));
+  const W = 560, H = 200, L = 44, B = 28, T = 10;
+  const top = Math.max(0.2, ...series.map((p) => p.rate)) * 1.05;
+  const n = Math.max(1, rounds);
+  const x = (r) => L + (W - L - 10) * (r / n);
+  const y = (v) => T + (H - B - T) * (1 - v / top);
+  const chart = chartFrame(W, H);
+  chart.setAttribute("aria-label", "dealer two-Jack rate");
+  const step = top > 0.5 ? 0.25 : 0.1;
+  for (let tick = 0; tick <= top + 1e-9; tick += step) {
+    chart.append(svg("line", { x1: L, x2: W, y1: y(tick), y2: y(tick), class: "grid" }),
+      svg("text", { x: L - 6, y: y(tick) + 5, class: "axis", "text-anchor": "end" }, `${Math.round(tick * 100)}%`));
+  }
+  chart.append(svg("line", { x1: L, x2: W - 10, y1: y(expected), y2: y(expected), class: "expected" }),
+    svg("text", { x: W - 12, y: y(expected) - 6, class: "axis gold", "text-anchor": "end" }, `expected ${pct(expected)}`));
+  if (series.length) {
+    const points = [`${x(0)},${y(series[0].rate)}`, ...series.map((p) => `${x(p.rounds)},${y(p.rate)}`)].join(" ");
+    chart.append(svg("polyline", { points, class: "rate" }));
+  }
+  chart.append(svg("text", { x: W - 10, y: H - 6, class: "axis", "text-anchor": "end" }, `${rounds} rounds`));
+  fill($("#chart-jacks"), chart);
+}
+
+async function loadSides() {
+  const reply = await api("/api/charts/side-wagers?rounds=2000");
+  if (!reply.ok) return;
+  const rows = Object.entries(SIDE_NAMES).map(([key, name]) => ({ name, ...reply.wagers[key] }));
+  rows.push({ name: "Envy", seat_rounds: reply.envy.seat_rounds, hits: reply.envy.hits, pays: null, paid: reply.envy.paid });
+  const W = 560, rowH = 40, L = 104, R = 250;
+  const lines = Object.entries(reply.chan_chu_lines || {});
+  const H = rows.length * rowH + (lines.length ? 26 + lines.length * 26 : 0) + 10;
+  const chart = chartFrame(W, H);
+  chart.setAttribute("aria-label", "side-wager hits and pays");
+  const maxRate = Math.max(0.05, ...rows.map((r) => (r.seat_rounds ? r.hits / r.seat_rounds : 0)));
+  rows.forEach((r, i) => {
+    const rate = r.seat_rounds ? r.hits / r.seat_rounds : 0;
+    const yy = i * rowH + 8;
+    const bw = (W - L - R) * (rate / maxRate);
+    chart.append(
+      svg("text", { x: L - 10, y: yy + 20, class: "label", "text-anchor": "end" }, r.name),
+      svg("rect", { x: L, y: yy + 4, width: Math.max(2, bw), height: 22, rx: 4, class: "bar" }),
+      svg("text", { x: L + Math.max(2, bw) + 8, y: yy + 20, class: "value" },
+        `${r.hits} hits · ${pct(rate, 1)}${r.pays !== null ? ` · paid ${r.pays} to 1` : ` · $${r.paid}`}`));
+  });
+  if (lines.length) {
+    const base = rows.length * rowH + 16;
+    chart.append(svg("text", { x: 12, y: base + 8, class: "axis gold" }, "Chan Chu hits by line"));
+    const maxLine = Math.max(...lines.map(([, n]) => n));
+    lines.forEach(([line, n], i) => {
+      const yy = base + 18 + i * 26;
+      chart.append(svg("text", { x: L - 10, y: yy + 14, class: "axis", "text-anchor": "end" }, lineName(line)),
+        svg("rect", { x: L, y: yy + 2, width: Math.max(2, (W - L - R) * (n / maxLine)), height: 16, rx: 3, class: "bar thin" }),
+        svg("text", { x: L + Math.max(2, (W - L - R) * (n / maxLine)) + 8, y: yy + 14, class: "axis" }, String(n)));
+    });
+  }
+  const net = rows.filter((r) => r.wagered).map((r) => `${r.name} net ${r.net > 0 ? "+" : ""}${r.net} on ${r.wagered}`);
+  fill($("#chart-sides"), el("div", { class: "headline small", text: `${reply.rounds} settled rounds${net.length ? ` · ${net.join(" · ")}` : " · no wagers entered"}` }), chart);
+}
+
+// --- round history ---------------------------------------------------------------------------------
+
+function statusPill(status) {
+  return el("span", { class: ["status", status], text: status });
+}
+
+async function loadRounds() {
+  const q = encodeURIComponent(S.query);
+  const reply = await api(`/api/rounds?q=${q}&limit=${S.limit}&offset=${S.offset}`);
+  if (!reply.ok) { fill($("#rounds"), el("tr", {}, el("td", { colspan: 6, text: reply.error || "cannot load the rounds" }))); return; }
+  $("#newer").disabled = S.offset === 0;
+  $("#older").disabled = reply.rounds.length < S.limit;
+  fill($("#rounds"), reply.rounds.length ? reply.rounds.map((r) => {
+    const fp = positionText(r.first_position, seatOf);
+    return el("tr", { class: ["round-row", S.selected === r.round_id && "selected"], dataset: { roundId: r.round_id }, tabindex: "0", onclick: () => showRound(r.round_id), onkeydown: (e) => { if (e.key === "Enter") showRound(r.round_id); } },
+      el("td", { class: "num", text: String(r.seq) }),
+      el("td", { class: "mono", text: r.round_id }),
+      el("td", { title: dateTimeText(r.opened_at), text: timeText(r.opened_at) }),
+      el("td", {}, statusPill(r.status), r.reason ? el("span", { class: "reason", text: ` ${r.reason}` }) : null),
+      el("td", { text: fp ? fp.where : "—" }),
+      el("td", {}, r.two_jacks ? el("b", { class: "jacks", text: "TWO JACKS" }) : r.rule ? el("span", { class: "rule", text: r.rule }) : "—"));
+  }) : el("tr", {}, el("td", { colspan: 6, class: "none", text: S.query ? `No round matches “${S.query}”` : "No rounds yet" })));
+}
+
+function section(title, ...children) {
+  return el("section", { class: "d-section" }, el("h3", { text: title }), ...children);
+}
+
+function sideCell(side) {
+  if (!side) return el("td", { text: "—" });
+  const cls = side.pays > 0 ? "win" : side.pays === 0 ? "push" : "lose";
+  return el("td", { class: cls }, side.pays > 0 ? `${lineName(side.line)} · ${pays(side.pays)}` : pays(side.pays),
+    side.win !== null && side.win !== undefined ? el("small", { text: ` (${side.win > 0 ? "+" : ""}${side.win})` }) : null);
+}
+
+async function showRound(roundId) {
+  S.selected = roundId;
+  document.querySelectorAll(".round-row").forEach((row) => row.classList.toggle("selected", row.dataset.roundId === roundId));
+  const detail = $("#round-detail");
+  const reply = await api(`/api/rounds/${encodeURIComponent(roundId)}`);
+  if (!reply.ok) { fill(detail, el("div", { class: "empty", text: reply.error || "cannot load the round" })); return; }
+  const res = reply.result || {};
+  const parts = [];
+  parts.push(el("div", { class: "d-head", dataset: { roundId: reply.round_id } },
+    el("h3", { text: `Round ${reply.seq}` }), statusPill(reply.status),
+    el("div", { class: "mono small", text: reply.round_id }),
+    el("div", { class: "small", text: `opened ${dateTimeText(reply.opened_at)} · closed ${reply.closed_at ? dateTimeText(reply.closed_at) : "—"}` })));
+  if ((res.reasons || []).length || reply.reason) {
+    parts.push(section("Reasons", el("ul", { class: "reasons" }, (res.reasons || [{ code: reply.reason, detail: "" }]).map((p) =>
+      el("li", {}, el("b", { text: p.code }), p.detail ? ` — ${p.detail}` : "")))));
+  }
+  if (res.first_position) {
+    const fp = res.first_position;
+    const t = positionText(fp, seatOf);
+    parts.push(section("First packet", el("p", {}, el("b", { text: t.where }), ` · ${t.how} · method ${fp.method}`)));
+  }
+  if (res.dealer) {
+    const d = res.dealer;
+    parts.push(section("Dealer",
+      el("div", { class: "d-row" }, cardRow(d.cards, "sm"), el("span", { text: cap(d.best_hand) })),
+      d.two_jacks ? el("p", { class: "jacks", text: "Two Jacks: no setting; every Pai Gow wager loses" }) : null,
+      d.setting ? el("div", { class: "d-row" },
+        el("span", { class: "rule", text: d.setting.rule || "" }),
+        el("small", { text: "FRONT" }), cardRow(d.setting.front, "sm"), el("span", { text: cap(d.setting.front_hand) }),
+        el("small", { text: "BACK" }), cardRow(d.setting.back, "sm"), el("span", { text: cap(d.setting.back_hand) })) : null));
+  }
+  if ((res.seats || []).length) {
+    parts.push(section("Seats", el("table", { class: "seats-table" },
+      el("thead", {}, el("tr", {}, ["Seat", "Pos", "Cards", "Best hand", "Chan Chu", "Jacks Beat", "Ace High", "Envy"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, res.seats.map((s) => el("tr", {},
+        el("td", { class: "num", text: s.seat }), el("td", { text: String(s.position) }),
+        el("td", {}, cardRow(s.cards, "sm")), el("td", { text: cap(s.best_hand) }),
+        sideCell(s.chan_chu), sideCell(s.jacks_beat), sideCell(s.push_ace_high),
+        el("td", { text: s.envy && s.envy.total ? `$${s.envy.total}` : "—" })))))));
+  }
+  const players = (reply.events || []).filter((e) => e.kind === "player_settled").map((e) => e.payload);
+  if (players.length) {
+    parts.push(section("Players' settings", el("ul", { class: "players" }, players.map((p) => el("li", {},
+      el("b", { text: `Seat ${p.seat}` }), cardRow(p.setting.front, "sm"), cardRow(p.setting.back, "sm"),
+      el("span", { class: p.foul ? "lose" : "", text: p.foul ? "FOUL · loses" : `Pai Gow ${p.pai_gow.outcome} (${lineName(p.pai_gow.reason)})` }),
+      p.house_way ? el("small", { text: "house way" }) : null)))));
+  }
+  if ((res.positions || []).length && !(res.seats || []).length) {
+    parts.push(section("Packets as dealt", el("ul", { class: "positions" }, res.positions.map((p) => el("li", {},
+      el("b", { text: p.seat === "dealer" ? "Dealer" : `${p.seat}` }), cardRow(p.cards, "sm"))))));
+  }
+  if (res.rules) {
+    parts.push(section("Rules", el("p", { class: "small", text: `wheel ${res.rules.wheel_rank} · ace-high pushes pai gow ${res.rules.ace_high_pushes_pai_gow ? "on" : "off"} · Chan Chu ${res.paytables?.chan_chu} · Jacks Beat ${res.paytables?.jacks_beat}${res.paytables?.envy ? ` · envy ${res.paytables.envy}` : ""}` })));
+  }
+  parts.push(section(`Journal events (${(reply.events || []).length})`, el("ol", { class: "events" }, (reply.events || []).map((e) =>
+    el("li", {}, el("details", {},
+      el("summary", {}, el("span", { class: "when", text: timeText(e.at) }), el("b", { text: e.kind }), el("span", { class: "mono small", text: ` #${e.id}` })),
+      el("pre", { text: JSON.stringify(e.payload, null, 2) })))))));
+  fill(detail, parts);
+}
+
+// --- live ----------------------------------------------------------------------------------------
+
+let refreshTimer = null;
+function refreshSoon() {
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(() => { loadRounds(); loadHourly(); loadJacks(); loadSides(); loadOverview(); }, 400);
+}
+
+const handlers = {
+  snapshot(data) {
+    S.table = data.table; S.status = data.status || {}; S.devices = data.devices || {}; S.round = data.round; S.alarms = data.alarms || [];
+    renderHeader(); renderDevices(); renderAlarms(); loadOverview();
+  },
+  round(data) {
+    const closed = !["dealing", "waiting_position"].includes(data.phase);
+    S.round = data; renderHeader();
+    if (closed) refreshSoon();
+  },
+  device(data) { S.devices[data.device] = data; renderDevices(); },
+  status(data) { S.status = data; renderHeader(); },
+  alarm(data) { S.alarms.unshift(data); S.alarms = S.alarms.slice(0, 50); renderAlarms(); },
+  player(data) { if (S.selected === data.round_id) showRound(data.round_id); },
+  seats() {},
+};
+
+document.addEventListener("DOMContentLoaded", () => {
+  clock($("#clock"));
+  let timer = null;
+  $("#search").addEventListener("input", (e) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => { S.query = e.target.value.trim(); S.offset = 0; loadRounds(); }, 250);
+  });
+  $("#search").addEventListener("keydown", (e) => { if (e.key === "Enter") { S.query = e.target.value.trim(); S.offset = 0; loadRounds(); } });
+  $("#older").addEventListener("click", () => { S.offset += S.limit; loadRounds(); });
+  $("#newer").addEventListener("click", () => { S.offset = Math.max(0, S.offset - S.limit); loadRounds(); });
+  live(handlers, (up) => {
+    $("#link").classList.toggle("up", up);
+    $("#link").classList.toggle("down", !up);
+  });
+  loadRounds(); loadHourly(); loadJacks(); loadSides();
+  const wanted = new URLSearchParams(location.search).get("round");
+  if (wanted) showRound(wanted);
+});

@@ -1,0 +1,110 @@
+"""Browser tests: Debian's chromium, driven headless by playwright, against the whole daemon with
+its simulated devices (tests/harness.py). One browser per module; a fresh table per test.
+
+Every state a test reaches is saved as a screenshot under artifacts/screenshots/ (gitignored).
+Tests wait on the DOM (playwright's waits) and on effects with timeouts, never on sleeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from playwright import async_api as playwright_api
+
+from controller.display import DisplayService
+from tests.harness import RunningTable, running_table
+
+CHROMIUM = os.environ.get("PAIGOW_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+KIOSK = {"width": 1920, "height": 1080}
+SMALL_KIOSK = {"width": 1280, "height": 800}
+WAIT_MS = 10_000
+
+
+async def shot(page: playwright_api.Page, name: str) -> Path:
+    """Save the page as artifacts/screenshots/NAME.png."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    await page.screenshot(path=str(path), full_page=name.startswith("supervisor"))
+    return path
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser() -> AsyncIterator[playwright_api.Browser]:
+    if shutil.which(CHROMIUM) is None and not Path(CHROMIUM).exists():
+        message = f"{CHROMIUM} not found: `make test` installs Debian's chromium"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    async with playwright_api.async_playwright() as p:
+        b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            await b.close()
+
+
+@dataclass
+class Kiosk:
+    """A running table, its display service and a page on it."""
+
+    table: RunningTable
+    display: DisplayService
+    page: playwright_api.Page
+
+    @property
+    def url(self) -> str:
+        return self.display.url
+
+
+@contextlib.asynccontextmanager
+async def kiosk(
+    browser: playwright_api.Browser,
+    workdir: Path,
+    *,
+    path: str = "/dealer",
+    viewport: dict[str, int] | None = None,
+    config_extra: str = "",
+    seed: int = 1,
+    display: DisplayService | None = None,
+) -> AsyncIterator[Kiosk]:
+    """The daemon with a display on a free loopback port, and a page open on ``path``, live."""
+    service = display or DisplayService(port=0)
+    async with running_table(
+        workdir, services=lambda d: [service], config_extra=config_extra, seed=seed
+    ) as t:
+        await service.wait_started()
+        context = await browser.new_context(viewport=viewport or KIOSK)
+        page = await context.new_page()
+        page.set_default_timeout(WAIT_MS)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        try:
+            await page.goto(service.url + path)
+            await page.wait_for_selector("#link.up")
+            yield Kiosk(t, service, page)
+            assert errors == [], f"JavaScript errors on the page: {errors}"
+        finally:
+            await context.close()
+
+
+def write_secret(path: Path, value: str) -> Path:
+    path.write_text(value + "\n", encoding="utf-8")
+    path.chmod(0o600)
+    return path
