@@ -70,6 +70,11 @@ def demo_config(workdir: Path, journal: Path, table: str = DEMO_TABLE, extra: st
     return parse_config(text + extra, file="<demo>", check_files=False)
 
 
+def display_config(http_port: int) -> str:
+    """The demo's ``[display]`` section: the dealer and supervisor pages on loopback."""
+    return f'\n[display]\nhost = "127.0.0.1"\nport = {http_port}\n'
+
+
 def format_round(p: RoundPayload) -> str:
     """A round as a person reads it on a terminal."""
     head = f"round {p.round_seq:>4}  {p.round_id}"
@@ -184,7 +189,7 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     with tempfile.TemporaryDirectory(prefix="paigow-demo-") as tmp:
         workdir = Path(tmp)
         journal_path = Path(args.journal) if args.journal else workdir / "journal.sqlite3"
-        config = demo_config(workdir, journal_path)
+        config = demo_config(workdir, journal_path, extra=display_config(args.http_port))
         shuffler = ShufflerSimulator(PtyPort(workdir / "shuffler"), seed=args.seed, interval=0.0)
         rng = RngSimulator(PtyPort(workdir / "rng"), seed=args.seed)
         async with shuffler, rng:
@@ -206,10 +211,13 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                 daemon.services = services
                 print(
                     f"demo table {config.table.id}: shuffler on {shuffler.port.describe()}, "
-                    f"RNG box on {rng.port.describe()}, journal {journal_path}\n",
+                    f"RNG box on {rng.port.describe()}, journal {journal_path}",
                     file=out,
                     flush=True,
                 )
+                web = f"http://{config.display.host}:{config.display.port}"
+                pages = f"dealer page {web}/dealer   supervisor {web}/supervisor\n"
+                print(pages, file=out, flush=True)
                 await daemon.run(stop, handle_signals=True)
                 stats = journal.stats()
         print(
@@ -231,3 +239,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="chance per round of a fault scenario (short packet, duplicate card, ...)",
     )
     p.add_argument("--journal", help="journal file (default: a temporary one)")
+    p.add_argument(
+        "--http-port",
+        type=int,
+        default=8080,
+        help="port of the dealer and supervisor pages on 127.0.0.1 (default 8080)",
+    )

@@ -61,4 +61,9 @@ class PoleService:
 
 def default_services(daemon: Daemon, sinks: Sequence[DisplaySink]) -> list[Service]:
     """The services a config asks for."""
-    return [PoleService(sink) for sink in sinks]
+    services: list[Service] = [PoleService(sink) for sink in sinks]
+    if daemon.config.display.enabled:
+        from controller.display import DisplayService
+
+        services.append(DisplayService())
+    return services
