@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck bench clean venv
+.PHONY: test demo lint typecheck bench clean venv chromium
 
 venv: $(STAMP)
 
@@ -14,13 +14,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest
 
 demo: $(STAMP)
 	$(BIN)/paigow-table demo
+
+# The browser tests drive Debian's chromium (tests/browser); CI runs as root.
+chromium:
+	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
