@@ -445,7 +445,8 @@ class ReferenceCodec:
 
     def _bad_payload(self, frame: Frame, expected: str) -> list[DeviceEvent]:
         name = MsgType(frame.type).name
-        detail = f"{name} payload of {len(frame.payload)} bytes: expected {expected}"
+        shown = frame.payload[:16].hex(" ") or "empty"
+        detail = f"{name} payload {shown} ({len(frame.payload)} bytes): expected {expected}"
         return [self._error(frame, "garbled", detail)]
 
     def _cards(

@@ -56,6 +56,14 @@ def register(name: str, spec: DriverSpec) -> None:
     DRIVERS[name] = spec
 
 
+def codec_for(driver: str) -> Callable[[str], Codec]:
+    """The codec class of a byte-stream driver name; ValueError names an unknown one."""
+    spec = DRIVERS.get(driver)
+    if spec is None:
+        raise ValueError(f"driver: expected one of {sorted(DRIVERS)}, got {driver!r}")
+    return spec.codec
+
+
 def driver_names() -> list[str]:
     return sorted([*DRIVERS, SOFTWARE_RNG])
 

@@ -29,6 +29,6 @@ class ReferenceRngCodec(ReferenceCodec):
     def _decode(self, msg_type: MsgType, frame: Frame) -> list[DeviceEvent]:
         if msg_type is MsgType.DRAW:
             if len(frame.payload) != 1 or frame.payload[0] not in POSITIONS:
-                return self._bad_payload(frame, "1 (a number 1–7)")
+                return self._bad_payload(frame, "1 byte, a number 1–7")
             return [PositionDrawn(device=self.device, method="rng", number=frame.payload[0])]
         return super()._decode(msg_type, frame)
