@@ -55,14 +55,17 @@ class Port(Protocol):
 
 
 class DeviceSimulator:
-    """The device side of the reference protocol over ``port``.
+    """The device side of the reference protocol over ``port`` (a new pty if none is given).
 
     ``seed`` makes the shuffles (and the line noise) repeatable. ``interval`` is the pause
-    between frames of a deal, as a real device paces them (0 in tests).
+    between frames of a deal, as a real device paces them (0 in tests). Use it as an async
+    context manager, which opens and closes the port.
     """
 
-    def __init__(self, port: Port, *, seed: int | None = None, interval: float = 0.0) -> None:
-        self.port = port
+    def __init__(
+        self, port: Port | None = None, *, seed: int | None = None, interval: float = 0.0
+    ) -> None:
+        self.port: Port = port if port is not None else PtyPort()
         self.seed = seed
         self.rng = random.Random(seed)
         self.interval = interval
@@ -73,7 +76,7 @@ class DeviceSimulator:
         self._decoder = FrameDecoder()
         self._greeted = asyncio.Event()
         self._tasks: set[asyncio.Task[bool]] = set()
-        port.set_receiver(self._from_host)
+        self.port.set_receiver(self._from_host)
 
     async def __aenter__(self) -> Self:
         await self.port.open()

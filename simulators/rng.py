@@ -14,7 +14,9 @@ from simulators.faults import LINE_FAULTS, Fault, parse_faults
 class RngSimulator(DeviceSimulator):
     """An RNG box. ``press`` draws (seeded) or sends the number given."""
 
-    def __init__(self, port: Port, *, seed: int | None = None, interval: float = 0.0) -> None:
+    def __init__(
+        self, port: Port | None = None, *, seed: int | None = None, interval: float = 0.0
+    ) -> None:
         super().__init__(port, seed=seed, interval=interval)
 
     async def press(

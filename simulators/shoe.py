@@ -17,13 +17,16 @@ from simulators.shuffler import ShufflerSimulator
 class ShoeSimulator(ShufflerSimulator):
     """A shoe: the shuffler's deck and faults, reported card by card."""
 
-    def __init__(self, port: Port, *, seed: int | None = None, interval: float = 0.0) -> None:
+    def __init__(
+        self, port: Port | None = None, *, seed: int | None = None, interval: float = 0.0
+    ) -> None:
         super().__init__(port, seed=seed, interval=interval)
 
     async def deal(self, faults: str | list[str] | frozenset[Fault] | None = None) -> DealPlan:
         chosen = faults if isinstance(faults, frozenset) else parse_faults(faults)
         plan = self.next_plan(chosen)
         self.last_plan = plan
+        self.clear_faults()
         messages: list[Message] = [msg_deal_start(plan.shuffle_id)]
         messages += [msg_card(code) for code in plan.cards]
         messages += [msg_stub(plan.stub), msg_deal_end()]

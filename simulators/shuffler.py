@@ -18,7 +18,9 @@ DECK_CODES = list(range(53))
 class ShufflerSimulator(DeviceSimulator):
     """A shuffler that deals packets. ``deals`` counts the deals begun."""
 
-    def __init__(self, port: Port, *, seed: int | None = None, interval: float = 0.0) -> None:
+    def __init__(
+        self, port: Port | None = None, *, seed: int | None = None, interval: float = 0.0
+    ) -> None:
         super().__init__(port, seed=seed, interval=interval)
         self.deals = 0
         self.last_plan: DealPlan | None = None
@@ -36,6 +38,7 @@ class ShufflerSimulator(DeviceSimulator):
         chosen = faults if isinstance(faults, frozenset) else parse_faults(faults)
         plan = self.next_plan(chosen)
         self.last_plan = plan
+        self.clear_faults()  # a device deals only once its faults are cleared
         messages: list[Message] = [msg_deal_start(plan.shuffle_id)]
         messages += [msg_packet(i, packet) for i, packet in enumerate(plan.packets)]
         messages += [msg_stub(plan.stub), msg_deal_end()]
