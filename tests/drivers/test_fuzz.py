@@ -161,13 +161,17 @@ def check_events(codec: ReferenceCodec, events: list[DeviceEvent]) -> None:
 
 
 def missing_intact(intact: list[tuple[int, int, bytes]], decoded: list[Frame]) -> int:
-    """How many intact frames are not found, in order, among the decoded ones."""
+    """How many intact frames are not found, in order, among the decoded ones.
+
+    A frame is looked for among the next few decoded ones only: with 8-bit sequence numbers
+    the same frame recurs later in a long stream, and matching that would skip the rest.
+    """
     got = [(f.seq, f.type, f.payload) for f in decoded]
     found = 0
     at = 0
     for frame in intact:
         try:
-            at = got.index(frame, at) + 1
+            at = got.index(frame, at, at + 16) + 1
         except ValueError:
             continue
         found += 1
@@ -204,7 +208,7 @@ def test_codec_survives_random_and_mutated_frames(codec_class: type[ReferenceCod
         decoded = feed_in_pieces(rng, data, decoder.feed) + decoder.flush()  # type: ignore[arg-type]
         frames = [f for f in decoded if isinstance(f, Frame)]
         missing = missing_intact(intact, frames)
-        assert missing <= 2, f"{missing} of {len(intact)} intact frames lost"
+        assert missing <= (2 if mutation_rate else 0), f"{missing} of {len(intact)} intact lost"
         counted["frames"] += FRAMES_PER_EXAMPLE
         counted["missing"] += missing
         counted["intact"] += len(intact)

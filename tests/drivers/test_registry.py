@@ -76,6 +76,12 @@ def test_a_vendor_codec_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch) -
     assert registry.driver_roles()["acme_shuffler"] == {"cards"}
 
 
+def test_codec_for() -> None:
+    assert registry.codec_for("reference_shuffler") is ReferenceShufflerCodec
+    with pytest.raises(ValueError, match="got 'acme'"):
+        registry.codec_for("acme")
+
+
 def test_driver_roles() -> None:
     assert registry.driver_roles() == {
         "reference_shuffler": {"cards"},

@@ -18,6 +18,7 @@ from drivers.events import (
 )
 from simulators import __main__ as dispatcher
 from simulators.faults import FAULTS, Fault, parse_faults
+from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shoe import ShoeSimulator
 from simulators.shuffler import ShufflerSimulator
@@ -96,6 +97,15 @@ async def test_rng_line_faults() -> None:
     ]
     with pytest.raises(ValueError, match="no card faults"):
         await sim.press(faults="eight_cards")
+
+
+async def test_a_simulator_opens_its_own_pty_by_default() -> None:
+    async with ShufflerSimulator(seed=1) as sim:
+        assert isinstance(sim.port, PtyPort) and sim.port.is_open
+        assert sim.port.path.startswith("/dev/pts/")
+        plan = await sim.deal()  # nobody listens: the pty keeps the bytes
+        assert len(plan.cards) == 49
+    assert not sim.port.is_open
 
 
 def test_fault_names() -> None:
