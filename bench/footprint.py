@@ -1,0 +1,179 @@
+"""Start-to-ready time and steady resident memory of the daemon (issue 8; goals 1.5 s, 80 MB).
+
+Runs `paigow-table run --config …` as a real process with simulated devices on ptys and a real
+Unix datagram socket as $NOTIFY_SOCKET: the time from spawn to READY=1, then the resident
+memory (VmRSS, /proc) after dealing rounds, sampled over the steady part. The same-run baseline
+is a bare `python -c pass` (start time) and a bare interpreter's VmRSS. The last line is one JSON
+object. Run: `.venv/bin/python bench/footprint.py [--runs 5] [--rounds 200]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from controller.demo import DEMO_CONFIG
+from controller.journal import Journal
+from controller.logging import configure_logging
+from simulators.pty import PtyPort
+from simulators.rng import RngSimulator
+from simulators.shuffler import ShufflerSimulator
+
+MB = 1024 * 1024
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def write_config(tmp: Path) -> Path:
+    text = DEMO_CONFIG.format(
+        table="PG-BENCH",
+        shuffler=tmp / "shuffler",
+        rng=tmp / "rng",
+        journal=tmp / "journal.sqlite3",
+    )
+    path = tmp / "table.toml"
+    path.write_text(text)
+    return path
+
+
+def start_to_ready(config: Path, tmp: Path) -> tuple[float, subprocess.Popen[bytes]]:
+    sock_path = tmp / f"notify-{time.monotonic_ns()}.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    server.bind(str(sock_path))
+    server.settimeout(30)
+    env = {**os.environ, "NOTIFY_SOCKET": str(sock_path)}
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "run", "--config", str(config)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while b"READY=1" not in server.recv(4096):
+            pass
+        return time.perf_counter() - start, proc
+    finally:
+        server.close()
+
+
+def bare_python() -> tuple[float, int]:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    elapsed = time.perf_counter() - start
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    time.sleep(0.3)
+    rss = rss_bytes(proc.pid)
+    proc.kill()
+    proc.wait()
+    return elapsed, rss
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+
+
+async def steady_memory(config: Path, tmp: Path, rounds: int) -> tuple[float, list[int]]:
+    shuffler = ShufflerSimulator(PtyPort(tmp / "shuffler"), seed=1)
+    rng = RngSimulator(PtyPort(tmp / "rng"), seed=1)
+    async with shuffler, rng:
+        view = Journal.open(tmp / "journal.sqlite3", "PG-BENCH")
+        events_before = view.stats().events
+        ready, proc = await asyncio.to_thread(start_to_ready, config, tmp)
+        samples: list[int] = []
+        try:
+            deadline = time.monotonic() + 20
+            # Both devices online (two new events) before the first deal.
+            while view.stats().events < events_before + 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            settled = view.stats().by_status.get("settled", 0)
+            for n in range(1, rounds + 1):
+                await rng.press()
+                await shuffler.deal()
+                while view.stats().rounds < settled + n:
+                    await asyncio.sleep(0.01)
+                if n > rounds // 4:  # the steady part: imports done, caches warm
+                    samples.append(rss_bytes(proc.pid))
+                if n % 50 == 0:
+                    print(f"  {n}/{rounds} rounds, RSS {samples[-1] / MB:.1f} MB", flush=True)
+            view.close()
+        finally:
+            stop(proc)
+        return ready, samples
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="start-to-ready measurements")
+    parser.add_argument("--rounds", type=int, default=200)
+    args = parser.parse_args()
+    configure_logging("WARNING", "console")  # the simulators' debug lines are not figures
+    with tempfile.TemporaryDirectory(prefix="paigow-footprint-") as name:
+        tmp = Path(name)
+        config = write_config(tmp)
+        base_start, base_rss = bare_python()
+
+        async def ready_runs() -> list[float]:
+            times: list[float] = []
+            shuffler = ShufflerSimulator(PtyPort(tmp / "shuffler"), seed=2)
+            rng = RngSimulator(PtyPort(tmp / "rng"), seed=2)
+            async with shuffler, rng:
+                for i in range(args.runs):
+                    elapsed, proc = await asyncio.to_thread(start_to_ready, config, tmp)
+                    stop(proc)
+                    times.append(elapsed)
+                    print(f"  start to READY run {i + 1}: {elapsed * 1000:.0f} ms", flush=True)
+            return times
+
+        times = asyncio.run(ready_runs())
+        _, samples = asyncio.run(steady_memory(config, tmp, args.rounds))
+    ready_s = statistics.median(times)
+    rss_mb = max(samples) / MB
+    print(
+        f"python {sys.version.split()[0]}; bare interpreter: start {base_start * 1000:.0f} ms, "
+        f"RSS {base_rss / MB:.1f} MB"
+    )
+    print(
+        f"start to READY: median {ready_s * 1000:.0f} ms over {args.runs} runs "
+        f"({ready_s / base_start:.1f}× a bare interpreter start); goal 1.5 s: "
+        f"{'met' if ready_s <= 1.5 else 'NOT met'}"
+    )
+    print(
+        f"steady RSS after {args.rounds} rounds: max {rss_mb:.1f} MB, median "
+        f"{statistics.median(samples) / MB:.1f} MB ({rss_mb * MB / base_rss:.1f}× a bare "
+        f"interpreter); goal 80 MB: {'met' if rss_mb <= 80 else 'NOT met'}"
+    )
+    print(
+        json.dumps(
+            {
+                "ready_s": round(ready_s, 3),
+                "ready_runs_s": [round(t, 3) for t in times],
+                "rss_mb_max": round(rss_mb, 1),
+                "rss_mb_median": round(statistics.median(samples) / MB, 1),
+                "bare_python_start_s": round(base_start, 3),
+                "bare_python_rss_mb": round(base_rss / MB, 1),
+                "rounds": args.rounds,
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
