@@ -178,3 +178,54 @@ async def test_systemd_notify_ready_watchdog_and_stopping(tmp_path: Path) -> Non
             if proc.poll() is None:
                 proc.kill()
             server.close()
+
+
+def test_device_options_reach_drivers_and_refused_ones_stop_the_start(tmp_path: Path) -> None:
+    from controller.config import ConfigError
+    from controller.daemon import build_devices
+    from controller.demo import demo_config
+
+    extra = """
+[devices.dice]
+driver = "hid_dice"
+role = "position"
+transport = "usb"
+vendor_id = "0x1209"
+product_id = "0x0001"
+options = { backoff_initial = 0.2, backoff_cap = 1.5 }
+
+[devices.pole]
+driver = "esc_pos_pole"
+role = "pole"
+transport = "serial"
+port = "/dev/null"
+baudrate = 9600
+"""
+    config = demo_config(tmp_path, tmp_path / "j.sqlite3", extra=extra)
+    devices, sinks = build_devices(config)
+    assert [d.name for d in sinks] == ["pole"]
+    assert {d.name for d in devices} == {"shuffler", "rng", "dice", "pole"}
+    bad = demo_config(
+        tmp_path, tmp_path / "j.sqlite3", extra=extra.replace("backoff_cap", "colour")
+    )
+    try:
+        build_devices(bad, "table.toml")
+    except ConfigError as exc:
+        assert [(i.file, i.key) for i in exc.errors] == [("table.toml", "devices.dice")]
+        assert "colour" in exc.errors[0].message
+    else:
+        raise AssertionError("an unknown driver option must be refused")
+    path = tmp_path / "bad.toml"
+    path.write_text(
+        DEMO_CONFIG.format(
+            table="PG-X", shuffler="/dev/null", rng="/dev/null", journal=tmp_path / "x.db"
+        )
+        + extra.replace("backoff_cap", "colour")
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "run", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 78 and "devices.dice" in proc.stderr and "colour" in proc.stderr
