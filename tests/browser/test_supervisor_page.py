@@ -1,0 +1,108 @@
+"""The supervisor page in a real browser: status, devices, alarms, charts, the searchable round
+history with every journaled detail, escaping of device text, and remote access by token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, expect
+
+from controller.display import DisplayService
+from controller.messages import RoundPayload
+from controller.table import AlarmRaised
+from drivers.events import DeviceFault
+from tests.browser.conftest import SMALL_KIOSK, kiosk, shot, write_secret
+from tests.browser.test_access import non_loopback_address
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+HOSTILE = '<img src=x onerror="window.__xss=1">'
+
+
+async def test_supervisor_sees_status_history_charts_and_every_detail(
+    browser: Browser, tmp_path: Path
+) -> None:
+    async with kiosk(browser, tmp_path, path="/supervisor", seed=5) as k:
+        page, t = k.page, k.table
+        rounds: list[RoundPayload] = [await t.deal() for _ in range(12)]
+        dead = await t.deal(faults="short_packet")
+        last = await t.deal()
+        rounds.append(last)
+
+        # Live: the history follows the table without a reload.
+        await expect(page.locator(f'#rounds tr[data-round-id="{last.round_id}"]')).to_be_visible()
+        await expect(page.locator("#rounds tr.round-row")).to_have_count(14)
+        await expect(page.locator("#devices .device.up")).to_have_count(2)
+        await expect(page.locator("#table-open")).to_have_text("TABLE OPEN")
+
+        # Charts, drawn as inline SVG from the JSON endpoints.
+        await expect(page.locator("#chart-hourly svg rect").first).to_be_attached()
+        settled = [r for r in rounds if r.status == "settled"]
+        jacks = sum(1 for r in settled if r.dealer and r.dealer.two_jacks)
+        await expect(page.locator("#jacks-headline")).to_contain_text(
+            f"{jacks} of {len(settled)} settled rounds"
+        )
+        await expect(page.locator("#jacks-headline")).to_contain_text("expected 7.98%")
+        await expect(page.locator("#chart-jacks svg polyline")).to_be_attached()
+        await expect(page.locator("#chart-sides svg")).to_contain_text("Chan Chu")
+
+        # Search by part of a round id, then every detail of that round.
+        detail = page.locator("#round-detail")
+        await page.locator("#search").fill(dead.round_id[-10:].lower())
+        await expect(page.locator("#rounds tr.round-row")).to_have_count(1)
+        await page.locator(f'#rounds tr[data-round-id="{dead.round_id}"]').click()
+        await expect(detail.locator(f'.d-head[data-round-id="{dead.round_id}"]')).to_be_visible()
+        await expect(detail).to_contain_text("short_packet")
+        await expect(detail).to_contain_text(dead.reasons[0].detail)
+        await expect(detail.locator(".positions li")).to_have_count(7)  # the packets as dealt
+        await expect(detail.locator(".events")).to_contain_text("packet_dealt")
+
+        # By number: a settled round with its setting and seats.
+        shown = next((r for r in rounds if r.dealer and r.dealer.setting), rounds[0])
+        await page.locator("#search").fill(f"#{shown.round_seq}")
+        await expect(page.locator("#rounds tr.round-row")).to_have_count(1)
+        await page.locator("#search").fill("")
+        await expect(page.locator("#rounds tr.round-row")).to_have_count(14)
+        await page.locator(f'#rounds tr[data-round-id="{shown.round_id}"]').click()
+        await expect(detail.locator(f'.d-head[data-round-id="{shown.round_id}"]')).to_be_visible()
+        await expect(detail.locator(".seats-table tbody tr")).to_have_count(len(shown.seats))
+        await detail.locator(".events summary").first.click()
+        await expect(detail.locator(".events pre").first).to_be_visible()
+        await shot(page, "supervisor-1920x1080")
+        await page.set_viewport_size(SMALL_KIOSK)
+        await shot(page, "supervisor-1280x800")
+
+        # Text from devices is shown as text, never as markup.
+        t.daemon.put_nowait(DeviceFault(device="shuffler", code="<b>jam</b>", detail=HOSTILE))
+        alarm = page.locator("#alarms .alarm").first
+        await expect(alarm.locator(".info")).to_have_text(f"<b>jam</b>: {HOSTILE}")
+        await expect(alarm.locator(".code")).to_have_text("device_fault")
+        assert await page.locator("#alarms img, #alarms .info b").count() == 0
+        assert await page.evaluate("window.__xss") is None
+        assert any(isinstance(e, AlarmRaised) and HOSTILE in e.payload.detail for e in t.effects)
+        await shot(page, "supervisor-alarm-escaped-1280x800")
+
+
+async def test_remote_supervisor_page_needs_the_token(browser: Browser, tmp_path: Path) -> None:
+    address = non_loopback_address()
+    if address is None:
+        pytest.skip("this machine has no non-loopback address")
+    token = write_secret(tmp_path / "supervisor.token", "pit-boss-7f3a")
+    extra = f'[display]\nhost = "0.0.0.0"\nsupervisor_token_file = "{token}"\n'
+    display = DisplayService(host="0.0.0.0", port=0)
+    async with kiosk(
+        browser, tmp_path / "run", path="/supervisor", config_extra=extra, display=display
+    ) as k:
+        result = await k.table.deal()
+        remote = f"http://{address}:{display.port}/supervisor"
+        response = await k.page.goto(remote)
+        assert response is not None and response.status == 401
+        await shot(k.page, "supervisor-remote-refused")
+        response = await k.page.goto(remote + "?token=pit-boss-7f3a")
+        assert response is not None and response.status == 200
+        await k.page.wait_for_selector("#link.up")  # the live stream carries the token too
+        await expect(
+            k.page.locator(f'#rounds tr[data-round-id="{result.round_id}"]')
+        ).to_be_visible()
+        await shot(k.page, "supervisor-remote-with-token")
