@@ -644,20 +644,27 @@ class DisplayService:
         )
 
     async def run(self, daemon: Daemon) -> None:
+        """Serve until cancelled. A failure here (a port in use, a journal it cannot read) is
+        logged and retried: the display must never take the table down with it."""
         cfg = daemon.config.display
         self.host = self.host or cfg.host
         port = cfg.port if self.port is None else self.port
-        ctx = self.context = await self._context(daemon)
+        while True:
+            try:
+                if self.context is None:
+                    self.context = await self._context(daemon)
+                await self._serve(self.context, self.host, port)
+            except OSError as exc:
+                log.error("display_bind_failed", host=self.host, port=port, error=str(exc))
+            except Exception:
+                log.exception("display_failed")
+            await asyncio.sleep(self.retry_s)
+
+    async def _serve(self, ctx: DisplayContext, host: str, port: int) -> None:
         runner = web.AppRunner(build_app(ctx), access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         try:
-            while True:
-                try:
-                    await web.TCPSite(runner, self.host, port).start()
-                    break
-                except OSError as exc:
-                    log.error("display_bind_failed", host=self.host, port=port, error=str(exc))
-                    await asyncio.sleep(self.retry_s)
+            await web.TCPSite(runner, host, port).start()
             self.port = int(runner.addresses[0][1])
             self.started.set()
             log.info("display_listening", url=self.url, token=ctx.policy.token is not None)
