@@ -33,6 +33,7 @@ TRAILER_SIZE: Final = 2  # CRC_HI CRC_LO
 OVERHEAD: Final = HEADER_SIZE + TRAILER_SIZE
 MAX_FRAME: Final = MAX_PAYLOAD + OVERHEAD
 RAW_HEX_LIMIT: Final = 64  # bytes of a rejected frame kept in FrameError.raw_hex
+MAX_JUNK: Final = 256  # bytes outside a frame held before they are reported
 
 
 def crc16_ccitt(data: bytes | bytearray | memoryview, crc: int = 0xFFFF) -> int:
@@ -174,6 +175,9 @@ class FrameDecoder:
             if start < 0:
                 self._junk += buf
                 buf.clear()
+                if len(self._junk) >= MAX_JUNK:
+                    # a line that only ever sends noise is reported now, not at its end
+                    self._report_junk(out)
                 break
             if start:
                 self._junk += buf[:start]

@@ -31,6 +31,11 @@ _log = structlog.get_logger()
 
 DEFAULT_BACKOFF: Final = Backoff(initial=0.1, factor=2.0, cap=1.0)
 CLOSE_TIMEOUT: Final = 2.0
+STABLE_SESSION: Final = 5.0  # a link that lasted this long resets the backoff
+TIMER_SLACK: Final = 0.001  # asyncio may wake a timer a hair early
+MAX_ATTEMPT: Final = (
+    32  # Backoff.delay overflows a float near attempt 1024; the cap is long reached
+)
 
 
 class LinkClosed(Exception):
@@ -164,20 +169,23 @@ class StreamDevice:
                         self._log.warning("device_unreachable", reason=reason)
                         offline_reported = True
                     await self.backoff.sleep(attempt)
-                    attempt += 1
+                    attempt = min(attempt + 1, MAX_ATTEMPT)
                     continue
-                attempt = 0
                 online = True
                 offline_reported = False
                 self._log.info("device_online", link=self.transport.describe())
                 self._emit(sink, [DeviceOnline(device=self.name, detail=self.transport.describe())])
+                began = asyncio.get_running_loop().time()
                 reason = await self._session(link, sink)
                 online = False
+                # a link that drops at once (ser2net without its device) keeps backing off
+                if asyncio.get_running_loop().time() - began >= STABLE_SESSION:
+                    attempt = 0
                 self._log.warning("device_offline", reason=reason)
                 self._emit(sink, [DeviceOffline(device=self.name, reason=reason)])
                 offline_reported = True
                 await self.backoff.sleep(attempt)
-                attempt += 1
+                attempt = min(attempt + 1, MAX_ATTEMPT)
         except asyncio.CancelledError:
             if online:
                 self._emit(sink, [DeviceOffline(device=self.name, reason="driver stopped")])
@@ -223,6 +231,7 @@ class StreamDevice:
         return min(deadlines) if deadlines else None
 
     def _on_timeout(self, sink: EventSink, quiet: float) -> None:
+        quiet += TIMER_SLACK
         if self.codec.pending and quiet >= self.frame_timeout:
             self._emit(sink, self.codec.flush())
         if self._in_deal and self.silence_timeout is not None and quiet >= self.silence_timeout:

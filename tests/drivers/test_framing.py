@@ -110,6 +110,15 @@ def test_decoder_waits_for_the_rest_of_a_frame_then_flush_calls_it_truncated() -
     assert not decoder.pending
 
 
+def test_endless_noise_is_reported_as_it_comes() -> None:
+    decoder = FrameDecoder()
+    out = [item for _ in range(100) for item in decoder.feed(b"\xff" * 100)]
+    assert len(out) == 33  # every 300 bytes (256 or more held), not at the end
+    out += decoder.flush()
+    assert all(isinstance(p, FrameProblem) and p.error == "garbled" for p in out)
+    assert sum(len(p.raw) for p in out if isinstance(p, FrameProblem)) == 10_000
+
+
 def test_oversize_limit() -> None:
     assert len(encode_frame(0, MsgType.STUB, bytes(MAX_PAYLOAD))) == MAX_PAYLOAD + 6
     with pytest.raises(ValueError, match="over the limit"):
