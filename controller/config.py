@@ -120,6 +120,12 @@ def _ip_port(value: int) -> int:
     return value
 
 
+def _listen_port(value: int) -> int:
+    if not 0 <= value <= 65535:
+        raise ValueError(f"expected a port number 0–65535 (0: any free port), got {value}")
+    return value
+
+
 def _usb_id(value: object) -> int:
     """USB ids are written in hex by every tool (lsusb, udevadm): accept ``"0x1234"`` too."""
     if isinstance(value, str):
@@ -187,6 +193,7 @@ Slug = Annotated[str, AfterValidator(_slug)]
 Position = Annotated[int, BeforeValidator(_position)]
 SeatLabel = Annotated[str, AfterValidator(_seat_label)]
 IpPort = Annotated[int, AfterValidator(_ip_port)]
+ListenPort = Annotated[int, AfterValidator(_listen_port)]
 UsbId = Annotated[int, BeforeValidator(_usb_id)]
 Endpoint = Annotated[int, BeforeValidator(_endpoint)]
 ConfigPath = Annotated[Path, BeforeValidator(_path)]
@@ -533,9 +540,13 @@ class DisplayConfig(_Model):
 
     enabled: bool = True
     host: str = Field(default="127.0.0.1", min_length=1)
-    port: IpPort = 8080
+    port: ListenPort = 8080
     supervisor_token_file: ReadableFile | None = None
     void_pin_file: ReadableFile | None = None
+    remote_dealer_input: bool = Field(
+        default=False,
+        description="accept dealer input (dice, seats, settings, void) from other hosts",
+    )
 
     @property
     def loopback_only(self) -> bool:

@@ -311,6 +311,7 @@ class Daemon:
                         tx.enqueue(self.topic(p.TOPIC), self._builder(p), round_id=p.round_id)
                         queued = True
                     case AlarmRaised(payload=p):
+                        tx.record_event("alarm", p, p.round_id)  # the supervisor's alarm history
                         tx.enqueue(self.topic(p.TOPIC), self._builder(p))
                         queued = True
                     case DeviceChanged(payload=p):

@@ -501,10 +501,13 @@ class Table:
                     envy=EnvyOut(
                         qualifies=e.qualifies,
                         total=e.total,
-                        awards=[EnvyAwardOut(**a.to_dict()) for a in e.awards],
+                        awards=[
+                            EnvyAwardOut(from_seat=a.from_seat, line=a.line, amount=int(a.amount))
+                            for a in e.awards
+                        ],
                     )
                     if e
-                    else None,  # type: ignore[arg-type]
+                    else None,
                 )
             )
         payload = RoundPayload(

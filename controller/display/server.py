@@ -624,7 +624,7 @@ class DisplayService:
         policy = AccessPolicy(
             token=_secret(cfg.read_supervisor_token, "supervisor_token_file"),
             configured_host=self.host or cfg.host,
-            remote_dealer_input=self.remote_dealer_input,
+            remote_dealer_input=self.remote_dealer_input or cfg.remote_dealer_input,
         )
         last = await asyncio.to_thread(_last_round, daemon.journal)
         # From here to subscribe nothing awaits: no effect can fall between snapshot and listener.
