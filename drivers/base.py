@@ -43,7 +43,9 @@ class Backoff:
     jitter: float = 0.1
 
     def delay(self, attempt: int) -> float:
-        base = min(self.cap, self.initial * self.factor ** max(0, attempt))
+        # Past the cap the exponent no longer matters; clamping it keeps a device that stays
+        # away for hours from overflowing the float.
+        base = min(self.cap, self.initial * self.factor ** min(max(0, attempt), 64))
         return base * (1 + random.uniform(-self.jitter, self.jitter))
 
     async def sleep(self, attempt: int) -> None:
