@@ -71,7 +71,7 @@ def _dump(record: object) -> None:
 
 
 def _pct(x: float, digits: int = 4) -> str:
-    return f"{x * 100:.{digits}f}%"
+    return f"{x * 100 + 0.0:.{digits}f}%"
 
 
 # --- chan-chu ------------------------------------------------------------------------------------
@@ -437,7 +437,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=2_000_000,
         help="base game rounds per strategy (default 2,000,000)",
     )
-    p.add_argument("--side-rounds", type=_positive, default=2_000_000, help="Push Ace High rounds")
+    p.add_argument(
+        "--side-rounds",
+        type=_positive,
+        default=2_000_000,
+        help="Push Ace High rounds (default 2,000,000)",
+    )
     _common(p, seeded=True)
     p.set_defaults(func=cmd_report)
 

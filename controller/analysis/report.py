@@ -48,11 +48,11 @@ from controller.analysis.side_bets import (
 from controller.game.paytables import JACKS_BEAT_PAYTABLES, push_ace_high_paytable
 from controller.game.setting import Rules
 
-POINT = 0.0001  # one hundredth of a percentage point is 0.0001 % … a point is 0.01
+POINT = 0.0001  # 0.01 percentage points, as a fraction of the wager
 
 
 def pct(x: float, digits: int = 2) -> str:
-    return f"{x * 100:.{digits}f}%"
+    return f"{x * 100 + 0.0:.{digits}f}%"
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[object]], align: str = "") -> list[str]:
@@ -440,35 +440,36 @@ def _implications(games: dict[str, BaseGameFigures]) -> list[str]:
     gap = hw.overall.house_edge - opt.overall.house_edge
     lines.append("")
     lines.append(
-        f"- Seeing the dealer's set hand is worth about {pct(gap, 1)} of the wager to a player who"
-        " uses it perfectly: the split by dealer class shows where (the best reply wins far more"
-        " often against an Ace-high dealer and against ordinary hands; the two Jacks cost both"
-        " players the same share of rounds)."
+        f"- Playing the best reply instead of the House Way is worth about {pct(gap, 1)} of the"
+        " wager. The split by dealer class shows where: the best reply wins far more often"
+        " against Ace-high dealers and against ordinary hands, while the two Jacks take the"
+        " same share of rounds from both players."
     )
     if o_hi < seed < h_lo:
         lines.append(
-            "- So the lab's 1.82% cannot be either strategy here. It implies a player who uses"
-            " the exposed hand, but not perfectly (a House Way with some dealer-dependent"
-            " changes), or a different House Way or ranking in the lab's model; the report"
-            " would have to say which before the figure can be reproduced."
+            "- So the lab's 1.82% is neither strategy here. It implies a player who uses the"
+            " exposed hand, but not perfectly (a House Way with some dealer-dependent changes),"
+            " or a different House Way or ranking in the lab's model; the lab report would have"
+            " to say which before the figure can be reproduced."
         )
     if o_hi < seed:
         sign = "a player advantage" if opt.overall.house_edge < 0 else "a house edge"
         lines.append(
-            f"- Against perfect play the game holds {sign} of about "
-            f"{pct(abs(opt.overall.house_edge))}: its edge rests on players not finding the best"
-            " reply. A casino choosing this game, and a regulator reading the lab report, should"
-            " know that the quoted edge is a statement about player skill, not a property of the"
-            " cards alone."
+            f"- Against perfect play the game holds {sign} of about"
+            f" {pct(abs(opt.overall.house_edge))}: its edge rests on players not finding the"
+            " best reply. A casino choosing this game, and a regulator reading the lab report,"
+            " should know that the quoted edge is a statement about player skill, not a"
+            " property of the cards alone."
         )
     two_jacks = opt.by_class["two_jacks"].contribution
     ace_high = [g.by_class["ace_high"].contribution for g in (opt, hw)]
     lines.append(
         f"- Seed 001 quotes {pct(SEED_001_FACE_UP_HOUSE_EDGE)} for Face Up Pai Gow, whose dealer"
-        " pushes on Ace-high pai gow instead of winning on two Jacks. The split shows the two"
-        f" rules are of a size: the two Jacks take {pct(two_jacks)} from either player, and"
-        f" Ace-high dealers give back {pct(-ace_high[0])} to the best reply and"
-        f" {pct(-ace_high[1])} to the House Way player, which Face Up's push would cancel."
+        " pushes on Ace-high pai gow instead of winning on two Jacks. Here the two-Jack rule"
+        f" takes {pct(two_jacks)} of the wager from either player; an Ace-high push would"
+        f" instead take back what Ace-high dealers give: {pct(-ace_high[0])} to the best reply,"
+        f" {pct(-ace_high[1])} to the House Way player (`analyze base-game --ace-high-pushes`"
+        " runs that switch on top of the two-Jack rule)."
     )
     return lines
 
@@ -552,6 +553,19 @@ def build_report(*, rounds: int, side_rounds: int, seed: int, workers: int, rule
         f"free; the machine's load average was {os.getloadavg()[0]:.1f} when this was written.",
         "",
     ]
+    checks = [
+        "## How the shortcuts are checked",
+        "",
+        "- The hand classes against brute force (`tests/analysis/test_hand_classes.py`): every",
+        "  hand of two 21-card decks (five ranks and the joker, 116,280 hands each) and every suit",
+        "  assignment of 49 rank multisets of the full deck, chosen (seven-card straight flushes,",
+        "  royal match, five aces, super full house) and random, profile for profile.",
+        "- The best reply against the engine's `best_setting_against` on 1,200 random deals, both",
+        "  wheel rules (`tests/analysis/test_montecarlo.py`).",
+        "- Jacks Beat and Push Ace High by Monte Carlo against the exact figures; a Monte Carlo",
+        "  run is the same with one worker or two.",
+        "",
+    ]
     parts = [
         head,
         _summary(census, chan_chu, jacks, jacks_b, games),
@@ -561,6 +575,7 @@ def build_report(*, rounds: int, side_rounds: int, seed: int, workers: int, rule
         _jacks_beat_section(jacks_beat),
         _ace_high_section(ace, ace_high_exact_marginals(census)),
         _base_game_section(games),
+        checks,
         runtime,
     ]
     return "\n".join(line for part in parts for line in part).rstrip() + "\n"
