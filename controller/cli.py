@@ -143,7 +143,9 @@ def _add_daemon_commands(sub: argparse._SubParsersAction) -> None:  # type: igno
 
 def _registrars() -> list[Callable[[argparse._SubParsersAction], None]]:  # type: ignore[type-arg]
     """Subcommands that live in other modules, imported only when the CLI starts."""
-    return [_add_daemon_commands]
+    from controller.analysis.cli import register as add_analysis_commands
+
+    return [_add_daemon_commands, add_analysis_commands]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
