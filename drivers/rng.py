@@ -13,37 +13,20 @@ from typing import ClassVar
 
 import structlog
 
-from drivers.base import Backoff, EventSink
+from drivers.base import EventSink
 from drivers.codecs.rng import ReferenceRngCodec
 from drivers.events import DeviceOffline, DeviceOnline, PositionDrawn
-from drivers.framing import Codec
-from drivers.stream import DEFAULT_BACKOFF, StreamDevice, Transport
+from drivers.stream import StreamDevice
 
 _log = structlog.get_logger()
 
 
 class RngBoxDevice(StreamDevice):
-    """An RNG box on ``transport``; the reference codec unless a vendor's is given."""
+    """An RNG box on ``transport``; the reference codec unless a vendor's is given. It has no
+    silence timer: the box speaks only when the button is pressed."""
 
     role: ClassVar[str] = "position"
-
-    def __init__(
-        self,
-        name: str,
-        transport: Transport,
-        codec: Codec | None = None,
-        *,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        frame_timeout: float = 0.25,
-    ) -> None:
-        super().__init__(
-            name,
-            transport,
-            codec if codec is not None else ReferenceRngCodec(name),
-            backoff=backoff,
-            frame_timeout=frame_timeout,
-            silence_timeout=None,
-        )
+    default_codec = ReferenceRngCodec
 
 
 class SoftwareRng:

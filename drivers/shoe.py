@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from drivers.base import Backoff
 from drivers.codecs.shoe import ReferenceShoeCodec
-from drivers.framing import Codec
-from drivers.stream import DEFAULT_BACKOFF, StreamDevice, Transport
+from drivers.stream import StreamDevice
 
 # a dealer draws cards by hand, so a pause is longer than a shuffler's
 DEFAULT_SILENCE_TIMEOUT = 60.0
@@ -24,22 +22,5 @@ class ShoeDevice(StreamDevice):
     """
 
     role: ClassVar[str] = "cards"
-
-    def __init__(
-        self,
-        name: str,
-        transport: Transport,
-        codec: Codec | None = None,
-        *,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        frame_timeout: float = 0.25,
-        silence_timeout: float | None = DEFAULT_SILENCE_TIMEOUT,
-    ) -> None:
-        super().__init__(
-            name,
-            transport,
-            codec if codec is not None else ReferenceShoeCodec(name),
-            backoff=backoff,
-            frame_timeout=frame_timeout,
-            silence_timeout=silence_timeout,
-        )
+    default_codec = ReferenceShoeCodec
+    default_silence_timeout = DEFAULT_SILENCE_TIMEOUT

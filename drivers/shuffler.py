@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from drivers.base import Backoff
 from drivers.codecs.shuffler import ReferenceShufflerCodec
-from drivers.framing import Codec
-from drivers.stream import DEFAULT_BACKOFF, StreamDevice, Transport
+from drivers.stream import StreamDevice
 
 DEFAULT_SILENCE_TIMEOUT = 10.0
 
@@ -20,22 +18,5 @@ class ShufflerDevice(StreamDevice):
     """
 
     role: ClassVar[str] = "cards"
-
-    def __init__(
-        self,
-        name: str,
-        transport: Transport,
-        codec: Codec | None = None,
-        *,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        frame_timeout: float = 0.25,
-        silence_timeout: float | None = DEFAULT_SILENCE_TIMEOUT,
-    ) -> None:
-        super().__init__(
-            name,
-            transport,
-            codec if codec is not None else ReferenceShufflerCodec(name),
-            backoff=backoff,
-            frame_timeout=frame_timeout,
-            silence_timeout=silence_timeout,
-        )
+    default_codec = ReferenceShufflerCodec
+    default_silence_timeout = DEFAULT_SILENCE_TIMEOUT

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Final, Protocol
+from types import EllipsisType
+from typing import ClassVar, Final, Protocol
 
 import structlog
 
@@ -25,7 +26,7 @@ from drivers.events import (
     DeviceOffline,
     DeviceOnline,
 )
-from drivers.framing import Codec
+from drivers.framing import Codec, ReferenceCodec
 
 _log = structlog.get_logger()
 
@@ -120,24 +121,40 @@ class ProtocolLink:
 
 
 class StreamDevice:
-    """A device driver: transport + codec, with reconnect and the two timers (module doc)."""
+    """A device driver: transport + codec, with reconnect and the two timers (module doc).
+
+    A device role subclasses it with its reference codec and silence timeout as class
+    defaults; a vendor's codec is passed as ``codec``. ``silence_timeout=None`` turns the
+    silence timer off; left out, the class default applies.
+    """
+
+    default_codec: ClassVar[type[ReferenceCodec] | None] = None
+    default_silence_timeout: ClassVar[float | None] = None
 
     def __init__(
         self,
         name: str,
         transport: Transport,
-        codec: Codec,
+        codec: Codec | None = None,
         *,
         backoff: Backoff = DEFAULT_BACKOFF,
         frame_timeout: float = 0.25,
-        silence_timeout: float | None = None,
+        silence_timeout: float | EllipsisType | None = ...,
     ) -> None:
+        if codec is None:
+            if self.default_codec is None:
+                raise TypeError(f"{type(self).__name__} needs a codec")
+            codec = self.default_codec(name)
         self.name = name
         self.transport = transport
         self.codec = codec
         self.backoff = backoff
         self.frame_timeout = frame_timeout
-        self.silence_timeout = silence_timeout
+        self.silence_timeout: float | None = (
+            self.default_silence_timeout
+            if isinstance(silence_timeout, EllipsisType)
+            else silence_timeout
+        )
         self._link: Link | None = None
         self._in_deal = False
         self._log = _log.bind(device=name)
