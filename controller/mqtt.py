@@ -1,0 +1,561 @@
+"""The MQTT publisher: the journal's outbox to the broker, in order, and commands in.
+
+One :class:`MqttService` per table (``daemon.config.mqtt``). It connects with the table's client
+id, a keepalive and a last will (the retained ``status`` saying ``offline``), and reconnects
+forever with capped, jittered backoff. On every connect it flags the backlog as replayed
+(:meth:`Journal.mark_replay`), subscribes to ``<prefix>cmd/+``, publishes the retained
+``status`` before any other message, then drains the outbox oldest first. A message leaves the
+outbox only when the broker's PUBACK came back with a success code (DESIGN.md "The journal is
+the source of truth"); a crash or a dead link at any instant means the message is sent again,
+with the same ``msg_id`` and ``seq`` and ``"replayed": true``.
+
+aiomqtt 2.5 (on paho-mqtt 2.x): ``await client.publish(qos=1)`` returns after the PUBACK but
+drops its MQTT 5 reason code and waits out its timeout when the link drops. :class:`_Client`
+adds a publish that returns the reason code and gives up as soon as the link is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+import ssl
+from collections.abc import Iterator
+from typing import Any
+
+import aiomqtt
+import paho.mqtt.client as paho
+import structlog
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from controller.config import MqttConfig, TlsConfig
+from controller.daemon import Daemon
+from controller.journal import Journal, OutboxRow
+from controller.messages import COMMAND_KINDS, Command, StatusPayload, envelope, parse_command
+from controller.table import (
+    AlarmRaised,
+    DeviceChanged,
+    Effect,
+    PlayerSettled,
+    RoundClosed,
+    StatusChanged,
+)
+
+log = structlog.get_logger("paigow.mqtt")
+
+#: Commands larger than this are refused unread (bytes).
+COMMAND_SIZE_LIMIT = 16 * 1024
+#: Outbox messages in flight at once (published, PUBACK not yet seen) under MQTT 3.1.1;
+#: MQTT 5 sends one at a time (see ``MqttService._drain``).
+PUBLISH_WINDOW = 20
+#: Command handlers running at once; more commands wait in the receive queue.
+COMMAND_SLOTS = 16
+#: Commands queued beyond this while the handlers are busy are dropped by the client.
+COMMAND_QUEUE = 1000
+#: paho leaves Nagle on: a PUBACK followed by a small publish then waits ~40 ms for a TCP ACK.
+NODELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
+
+
+class ReplyPayload(BaseModel):
+    """The answer to a command, on the MQTT 5 response topic or ``<prefix>reply/<command>``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ok: bool
+    error: str | None = Field(description="why the command failed or was refused; null if ok")
+    request_id: str | None = Field(description="the command's request_id, echoed")
+    data: dict[str, Any] | None = Field(description="the command's result, e.g. the status")
+
+
+class CommandRefused(Exception):
+    """A command that never reached the table (malformed, oversized, unknown, not ours)."""
+
+    def __init__(self, error: str, request_id: str | None = None) -> None:
+        super().__init__(error)
+        self.error = error
+        self.request_id = request_id
+
+
+class PublishRefused(Exception):
+    """The broker acknowledged a publish with a failure reason code (MQTT 5), e.g. 0x87."""
+
+
+# --- wire helpers ------------------------------------------------------------------------------
+
+
+def wire_payload(row: OutboxRow) -> bytes:
+    """The bytes to publish for an outbox row: the stored envelope, with ``"replayed": true``
+    when the row was pending at a (re)connect. Only that field changes."""
+    if not row.replay:
+        return row.payload
+    data = json.loads(row.payload)
+    if isinstance(data, dict) and "replayed" in data:
+        data["replayed"] = True
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return row.payload
+
+
+def status_message(daemon: Daemon, *, online: bool) -> bytes:
+    """The retained ``status`` envelope. Status is a snapshot, not an event: its ``seq`` is the
+    last message seq the journal assigned (so it never opens a gap) and its ``msg_id`` is new."""
+    status = daemon.table.status()
+    if not online:
+        status = StatusPayload(
+            state="offline",
+            table_open=status.table_open,
+            devices={},
+            round_id=None,
+            software_version=status.software_version,
+            config_digest=status.config_digest,
+        )
+    journal = daemon.journal
+    data = envelope(
+        status,
+        # The journal's id source: time-ordered, unique across restarts, same shape as msg_ids.
+        msg_id=journal.new_round_id(),
+        table_id=daemon.config.table.id,
+        seq=journal.stats().message_seq,
+        time=daemon.clock(),
+    )
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def tls_context(tls: TlsConfig) -> ssl.SSLContext:
+    """Verify the broker against ``ca_file`` (or the system store) and present the client
+    certificate when one is configured. TLS 1.2 or newer."""
+    context = ssl.create_default_context(
+        ssl.Purpose.SERVER_AUTH, cafile=str(tls.ca_file) if tls.ca_file else None
+    )
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if tls.cert_file is not None and tls.key_file is not None:
+        context.load_cert_chain(str(tls.cert_file), str(tls.key_file))
+    return context
+
+
+def _validation_summary(exc: ValidationError, kind: str) -> str:
+    parts = []
+    for error in exc.errors(include_url=False)[:5]:
+        loc = [str(p) for p in error["loc"]]
+        if loc and loc[0] == kind:  # the discriminated union puts the tag first
+            loc = loc[1:]
+        parts.append(f"{'.'.join(loc) or '(body)'}: {error['msg']}")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def parse_command_message(prefix: str, topic: str, payload: bytes) -> Command:
+    """Validate one message on ``<prefix>cmd/<kind>``: ours, at most COMMAND_SIZE_LIMIT bytes, a
+    known kind, a JSON object (empty means ``{}``) whose ``kind``, if given, is the topic's.
+
+    Raises CommandRefused with the reason (and the body's request_id when it has one).
+    """
+    base = f"{prefix}cmd/"
+    name = topic[len(base) :] if topic.startswith(base) else ""
+    if not name or "/" in name:
+        raise CommandRefused(f"not a command topic of this table: {topic[:200]!r}")
+    if len(payload) > COMMAND_SIZE_LIMIT:
+        raise CommandRefused(
+            f"command too large: {len(payload)} bytes (the limit is {COMMAND_SIZE_LIMIT})"
+        )
+    body: object
+    try:
+        body = json.loads(payload.decode("utf-8")) if payload.strip() else {}
+    except UnicodeDecodeError:
+        raise CommandRefused("expected UTF-8 JSON, got bytes that are not UTF-8") from None
+    except (ValueError, RecursionError) as exc:
+        raise CommandRefused(f"expected a JSON object: {str(exc)[:200]}") from None
+    request_id = None
+    if isinstance(body, dict):
+        rid = body.get("request_id")
+        request_id = rid if isinstance(rid, str) and len(rid) <= 128 else None
+    if name not in COMMAND_KINDS:
+        raise CommandRefused(
+            f"unknown command {name[:64]!r}: expected one of {', '.join(COMMAND_KINDS)}",
+            request_id,
+        )
+    if not isinstance(body, dict):
+        raise CommandRefused(f"expected a JSON object, got {type(body).__name__}", request_id)
+    kind = body.get("kind", name)
+    if kind != name:
+        raise CommandRefused(
+            f"the body's kind {str(kind)[:64]!r} does not match the topic's {name!r}", request_id
+        )
+    try:
+        return parse_command({**body, "kind": name})
+    except ValidationError as exc:
+        raise CommandRefused(_validation_summary(exc, name), request_id) from None
+
+
+def _response_topic(message: aiomqtt.Message) -> tuple[str | None, bytes | None]:
+    """The MQTT 5 response topic and correlation data of a request, where present and usable."""
+    props = message.properties
+    topic: object = getattr(props, "ResponseTopic", None) if props is not None else None
+    correlation: object = getattr(props, "CorrelationData", None) if props is not None else None
+    if not isinstance(topic, str) or not topic or topic.startswith("$") or set(topic) & {"+", "#"}:
+        topic = None
+    return topic, correlation if isinstance(correlation, bytes) else None
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+def _describe(exc: BaseException) -> str:
+    leaves = [e for e in _leaves(exc) if not isinstance(e, asyncio.CancelledError)]
+    first = leaves[0] if leaves else exc
+    return f"{type(first).__name__}: {first}"[:300]
+
+
+# --- the client --------------------------------------------------------------------------------
+
+
+class _Client(aiomqtt.Client):
+    """aiomqtt's client with a publish that reports the PUBACK's reason code.
+
+    ``send`` hands a message to paho and returns a future of its PUBACK reason code; ``acked``
+    waits for it, or raises MqttError as soon as the connection is lost. Several sends may be
+    in flight; paho writes them in call order and the broker acknowledges them in order.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._acks: dict[int, asyncio.Future[ReasonCode]] = {}
+
+    def _on_publish(
+        self,
+        client: paho.Client,
+        userdata: Any,
+        mid: int,
+        reason_code: ReasonCode,
+        properties: Properties,
+    ) -> None:
+        future = self._acks.pop(mid, None)
+        if future is not None and not future.done():
+            future.set_result(reason_code)
+        super()._on_publish(client, userdata, mid, reason_code, properties)
+
+    def send(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        qos: int = 1,
+        retain: bool = False,
+        properties: Properties | None = None,
+    ) -> asyncio.Future[ReasonCode]:
+        info = self._client.publish(topic, payload, qos, retain, properties)
+        if info.rc != paho.MQTT_ERR_SUCCESS:
+            raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
+        future: asyncio.Future[ReasonCode] = asyncio.get_running_loop().create_future()
+        if qos == 0 or info.is_published():
+            future.set_result(ReasonCode(PacketTypes.PUBACK, "Success"))
+        else:
+            self._acks[info.mid] = future
+        return future
+
+    async def acked(self, future: asyncio.Future[ReasonCode], timeout: float) -> ReasonCode:
+        lost = self._disconnected
+        waiting: set[asyncio.Future[Any]] = {future, lost}
+        done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if future in done:
+            return future.result()
+        if lost in done:
+            cause = lost.exception()  # retrieved here, so asyncio does not warn about it
+            raise aiomqtt.MqttError("connection lost while waiting for a PUBACK") from cause
+        raise aiomqtt.MqttError(f"no PUBACK within {timeout:g} s")
+
+    async def publish_acked(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        retain: bool = False,
+        properties: Properties | None = None,
+        timeout: float = 10.0,
+    ) -> ReasonCode:
+        return await self.acked(
+            self.send(topic, payload, qos=1, retain=retain, properties=properties), timeout
+        )
+
+
+# --- the service -------------------------------------------------------------------------------
+
+
+class MqttService:
+    """Publishes the table's outbox and status to the broker and serves commands.
+
+    ``connected`` is set while a session is up; ``progress`` is set after every message the
+    broker acknowledged and ``link_changed`` after every connect and every failed or ended
+    session (waiters clear them); they and the counters are for tests and the supervisor page.
+
+    Nothing here raises out of ``run``: a broker that is down, refuses us or drops the link is
+    retried forever, and the table deals on, its messages waiting in the journal.
+    """
+
+    name = "mqtt"
+
+    def __init__(self, *, window: int = PUBLISH_WINDOW, ack_timeout: float = 10.0) -> None:
+        self.window = window
+        self.ack_timeout = ack_timeout
+        self.connected = asyncio.Event()
+        self.progress = asyncio.Event()
+        self.link_changed = asyncio.Event()
+        self.failures = 0
+        self.last_error: str | None = None
+        self.connects = 0
+        self.published = 0
+        self.commands = 0
+        self.refused = 0
+        self._nudge = asyncio.Event()
+        self._status_stale = True
+
+    # --- effects -----------------------------------------------------------------------------
+
+    def _on_effect(self, effect: Effect) -> None:
+        if isinstance(effect, StatusChanged):
+            self._status_stale = True
+            self._nudge.set()
+        elif isinstance(effect, RoundClosed | PlayerSettled | AlarmRaised | DeviceChanged):
+            self._nudge.set()  # the daemon also sets outbox_changed; either wakes the drain
+
+    # --- running -----------------------------------------------------------------------------
+
+    async def run(self, daemon: Daemon) -> None:
+        daemon.subscribe(self._on_effect)
+        config = daemon.config.mqtt
+        backoff = config.reconnect.to_backoff()
+        attempt = 0
+        while True:
+            started = self.connects
+            try:
+                await self._session(daemon)
+                error = "the session ended"
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a failing link or broker must never stop the table
+                error = _describe(exc)
+            finally:
+                self.connected.clear()
+            self.failures += 1
+            self.last_error = error
+            self.link_changed.set()
+            if self.connects != started:
+                attempt = 0
+            delay = backoff.delay(attempt)
+            attempt += 1
+            pending = daemon.journal.stats().outbox_pending
+            event = "mqtt_disconnected" if self.connects != started else "mqtt_connect_failed"
+            log.warning(
+                event,
+                broker=f"{config.host}:{config.port}",
+                error=error,
+                retry_in=round(delay, 2),
+                outbox_pending=pending,
+            )
+            await asyncio.sleep(delay)  # backoff between attempts, not synchronisation
+
+    def _client(self, daemon: Daemon) -> _Client:
+        config: MqttConfig = daemon.config.mqtt
+        v5 = config.protocol == "5"
+        will = aiomqtt.Will(
+            topic=daemon.topic("status"),
+            payload=status_message(daemon, online=False),
+            qos=1,
+            retain=True,
+        )
+        return _Client(
+            config.host,
+            config.port,
+            username=config.username,
+            password=config.read_password(),
+            identifier=config.client_id,
+            protocol=aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311,
+            will=will,
+            # Commands sent while we were away are stale: no persistent session.
+            clean_session=None if v5 else True,
+            clean_start=True if v5 else paho.MQTT_CLEAN_START_FIRST_ONLY,
+            keepalive=config.keepalive,
+            timeout=10.0,
+            tls_context=tls_context(config.tls) if config.tls is not None else None,
+            max_inflight_messages=self.window,
+            socket_options=NODELAY,
+            max_queued_incoming_messages=COMMAND_QUEUE,
+            logger=logging.getLogger("paigow.mqtt.paho"),
+        )
+
+    async def _session(self, daemon: Daemon) -> None:
+        """One connection: backlog flagged, commands subscribed, status published first, then
+        drain and serve until the link fails (raises) or the task is cancelled (publishes
+        offline)."""
+        config = daemon.config.mqtt
+        client = self._client(daemon)
+        async with client:
+            self.connects += 1
+            # Everything still pending now is late, perhaps sent before: flag it replayed.
+            backlog = await asyncio.to_thread(daemon.journal.mark_replay)
+            # Subscribed before "online" goes out, so whoever sees it may send commands at once.
+            await client.subscribe(daemon.topic("cmd/+"), qos=1)
+            await self._publish_status(client, daemon)
+            log.info(
+                "mqtt_connected",
+                broker=f"{config.host}:{config.port}",
+                client_id=config.client_id,
+                protocol=config.protocol,
+                tls=config.tls is not None,
+                backlog=backlog,
+            )
+            self.connected.set()
+            self.link_changed.set()
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    name = f"mqtt[{config.client_id}]"
+                    tg.create_task(self._drain(client, daemon), name=f"{name}.drain")
+                    tg.create_task(self._serve(client, daemon, tg), name=f"{name}.commands")
+            except asyncio.CancelledError:
+                # A clean stop: say so, as the will would after a crash.
+                with contextlib.suppress(Exception):
+                    await client.publish_acked(
+                        daemon.topic("status"),
+                        status_message(daemon, online=False),
+                        retain=True,
+                        timeout=2.0,
+                    )
+                raise
+
+    async def _publish_status(self, client: _Client, daemon: Daemon) -> None:
+        self._status_stale = False
+        code = await client.publish_acked(
+            daemon.topic("status"),
+            status_message(daemon, online=True),
+            retain=True,
+            timeout=self.ack_timeout,
+        )
+        if code.is_failure:
+            raise PublishRefused(f"status refused by the broker: {code}")
+
+    # --- the outbox ----------------------------------------------------------------------------
+
+    async def _drain(self, client: _Client, daemon: Daemon) -> None:
+        journal = daemon.journal
+        # An MQTT 5 PUBACK may refuse a message (0x87 not authorised, 0x97 quota, …) while the
+        # broker accepts the ones pipelined behind it: one at a time keeps the order. A 3.1.1
+        # broker can only drop the link, after which nothing behind the lost message arrived.
+        window = 1 if daemon.config.mqtt.protocol == "5" else self.window
+        while True:
+            if self._status_stale:
+                await self._publish_status(client, daemon)
+            self._nudge.clear()
+            daemon.outbox_changed.clear()
+            rows = await asyncio.to_thread(journal.pending, window)
+            if rows:
+                await self._publish_rows(client, journal, rows)
+            elif not self._status_stale:
+                await _either(self._nudge, daemon.outbox_changed)
+
+    async def _publish_rows(self, client: _Client, journal: Journal, rows: list[OutboxRow]) -> None:
+        """Publish a window of rows in order; delete each after its successful PUBACK.
+
+        A send that fails (no PUBACK before the link dropped or the timeout, or a refusal) is
+        counted on its row (``attempts``) for the supervisor; a successful one deletes the row,
+        so counting it would only cost a journal write per message."""
+        in_flight = [
+            (row, client.send(row.topic, wire_payload(row), qos=row.qos, retain=row.retain))
+            for row in rows
+        ]
+        done = 0
+        try:
+            for row, future in in_flight:
+                code = await client.acked(future, self.ack_timeout)
+                if code.is_failure:
+                    # Kept in the outbox (and in order): the session restarts after a backoff.
+                    log.error(
+                        "mqtt_publish_refused", topic=row.topic, seq=row.seq, reason=str(code)
+                    )
+                    raise PublishRefused(f"{row.topic} seq {row.seq} refused: {code}")
+                await asyncio.to_thread(journal.ack, row.msg_id)
+                done += 1
+                self.published += 1
+                self.progress.set()
+        except Exception:
+            failed = [row.msg_id for row, _ in in_flight[done:]]
+            await asyncio.to_thread(lambda: [journal.mark_attempt(m) for m in failed])
+            raise
+
+    # --- commands ------------------------------------------------------------------------------
+
+    async def _serve(self, client: _Client, daemon: Daemon, tg: asyncio.TaskGroup) -> None:
+        slots = asyncio.Semaphore(COMMAND_SLOTS)
+        async for message in client.messages:
+            await slots.acquire()
+            task = tg.create_task(self._command(client, daemon, message))
+            task.add_done_callback(lambda _task: slots.release())
+
+    async def _command(self, client: _Client, daemon: Daemon, message: aiomqtt.Message) -> None:
+        topic = message.topic.value
+        prefix = daemon.prefix
+        raw = message.payload
+        payload = raw if isinstance(raw, bytes) else str(raw if raw is not None else "").encode()
+        if not topic.startswith(f"{prefix}cmd/"):
+            log.warning("command_ignored", topic=topic[:200], error="not this table's topic")
+            return
+        name = topic.removeprefix(f"{prefix}cmd/")
+        response_topic, correlation = _response_topic(message)
+        reply_topic = response_topic or daemon.topic(f"reply/{name}")
+        try:
+            command = parse_command_message(prefix, topic, payload)
+        except CommandRefused as exc:
+            self.refused += 1
+            log.warning("command_refused", topic=topic[:200], size=len(payload), error=exc.error)
+            reply = ReplyPayload(ok=False, error=exc.error, request_id=exc.request_id, data=None)
+        else:
+            self.commands += 1
+            try:
+                answer = await daemon.submit(command)
+                reply = ReplyPayload(
+                    ok=answer.ok, error=answer.error, request_id=answer.request_id, data=answer.data
+                )
+            except TimeoutError:
+                reply = ReplyPayload(
+                    ok=False,
+                    error="the table did not answer in time",
+                    request_id=command.request_id,
+                    data=None,
+                )
+            log.info(
+                "command",
+                kind=command.kind,
+                request_id=command.request_id,
+                ok=reply.ok,
+                error=reply.error,
+            )
+        properties = None
+        if correlation is not None:
+            properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            properties.CorrelationData = correlation
+        code = await client.publish_acked(
+            reply_topic,
+            reply.model_dump_json().encode("utf-8"),
+            properties=properties,
+            timeout=self.ack_timeout,
+        )
+        if code.is_failure:
+            log.warning("command_reply_refused", topic=reply_topic[:200], reason=str(code))
+
+
+async def _either(*events: asyncio.Event) -> None:
+    """Wait until any of ``events`` is set."""
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
