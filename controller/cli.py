@@ -144,8 +144,9 @@ def _add_daemon_commands(sub: argparse._SubParsersAction) -> None:  # type: igno
 def _registrars() -> list[Callable[[argparse._SubParsersAction], None]]:  # type: ignore[type-arg]
     """Subcommands that live in other modules, imported only when the CLI starts."""
     from controller.analysis.cli import register as add_analysis_commands
+    from controller.mqtt_cli import register as add_mqtt_commands
 
-    return [_add_daemon_commands, add_analysis_commands]
+    return [_add_daemon_commands, add_analysis_commands, add_mqtt_commands]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,6 +19,7 @@ from controller.daemon import Daemon, Service, build_devices
 from controller.journal import Journal
 from controller.logging import configure_logging
 from controller.messages import RoundPayload
+from controller.mqtt_cli import DemoMqtt, add_demo_arguments
 from controller.services import default_services
 from controller.table import AlarmRaised, DeviceChanged, Effect, RoundClosed
 from simulators.faults import FAULTS
@@ -189,10 +190,15 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     with tempfile.TemporaryDirectory(prefix="paigow-demo-") as tmp:
         workdir = Path(tmp)
         journal_path = Path(args.journal) if args.journal else workdir / "journal.sqlite3"
-        config = demo_config(workdir, journal_path, extra=display_config(args.http_port))
+        mqtt = DemoMqtt.from_args(args, workdir, out)  # None: MQTT off
+        config = demo_config(
+            workdir,
+            journal_path,
+            extra=display_config(args.http_port) + (mqtt.config_extra if mqtt else ""),
+        )
         shuffler = ShufflerSimulator(PtyPort(workdir / "shuffler"), seed=args.seed, interval=0.0)
         rng = RngSimulator(PtyPort(workdir / "rng"), seed=args.seed)
-        async with shuffler, rng:
+        async with shuffler, rng, mqtt or contextlib.nullcontext():
             devices, sinks = build_devices(config)
             with Journal.open(journal_path, config.table.id) as journal:
                 daemon = Daemon(config, journal, devices=devices)
@@ -205,9 +211,10 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                     fault_rate=args.fault_rate,
                     seed=args.seed,
                     out=out,
-                    on_done=stop.set,
+                    on_done=mqtt.stop_when_delivered(daemon, stop) if mqtt else stop.set,
                 )
                 services: list[Service] = [*default_services(daemon, sinks), dealer]
+                services += mqtt.services(daemon) if mqtt else []
                 daemon.services = services
                 print(
                     f"demo table {config.table.id}: shuffler on {shuffler.port.describe()}, "
@@ -245,3 +252,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=8080,
         help="port of the dealer and supervisor pages on 127.0.0.1 (default 8080)",
     )
+    add_demo_arguments(p)

@@ -62,6 +62,10 @@ class PoleService:
 def default_services(daemon: Daemon, sinks: Sequence[DisplaySink]) -> list[Service]:
     """The services a config asks for."""
     services: list[Service] = [PoleService(sink) for sink in sinks]
+    if daemon.config.mqtt.enabled:
+        from controller.mqtt import MqttService
+
+        services.append(MqttService())
     if daemon.config.display.enabled:
         from controller.display import DisplayService
 
