@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
 import pwd
@@ -45,12 +44,13 @@ def free_port() -> int:
         return port
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the parent dies (a killed demo or test run leaves
-    no broker behind). Linux prctl(PR_SET_PDEATHSIG); elsewhere a no-op."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+def _with_parent(command: list[str]) -> list[str]:
+    """``command`` made to get SIGTERM when we die (util-linux ``setpriv --pdeathsig``), so a
+    killed demo or test run leaves no broker behind. Best effort: unchanged where setpriv is
+    missing, and the kernel forgets it when mosquitto run as root switches credentials.
+    (``preexec_fn`` could do it too, but is unsafe once threads exist.)"""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--", *command] if setpriv else command
 
 
 class Mosquitto:
@@ -111,13 +111,10 @@ class Mosquitto:
             return
         self.write_config()
         self._proc = await asyncio.create_subprocess_exec(
-            self.binary,
-            "-c",
-            str(self.conf),
+            *_with_parent([self.binary, "-c", str(self.conf)]),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
-            preexec_fn=_die_with_parent,
         )
         up: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._reader = asyncio.create_task(self._read(self._proc, up), name="mosquitto.log")
