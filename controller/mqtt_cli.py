@@ -46,9 +46,8 @@ def free_port() -> int:
 
 def _with_parent(command: list[str]) -> list[str]:
     """``command`` made to get SIGTERM when we die (util-linux ``setpriv --pdeathsig``), so a
-    killed demo or test run leaves no broker behind. Best effort: unchanged where setpriv is
-    missing, and the kernel forgets it when mosquitto run as root switches credentials.
-    (``preexec_fn`` could do it too, but is unsafe once threads exist.)"""
+    killed demo or test run leaves no broker behind (it exits within a second). Unchanged where
+    setpriv is missing. (``preexec_fn`` could do it too, but is unsafe once threads exist.)"""
     setpriv = shutil.which("setpriv")
     return [setpriv, "--pdeathsig", "TERM", "--", *command] if setpriv else command
 
