@@ -403,7 +403,12 @@ class MqttService:
             # Everything still pending now is late, perhaps sent before: flag it replayed.
             backlog = await asyncio.to_thread(daemon.journal.mark_replay)
             # Subscribed before "online" goes out, so whoever sees it may send commands at once.
-            await client.subscribe(daemon.topic("cmd/+"), qos=1)
+            granted = await client.subscribe(daemon.topic("cmd/+"), qos=1)
+            if any(_refused(code) for code in granted):
+                # The feed matters more than commands: publish on, and say so.
+                log.error(
+                    "mqtt_commands_refused", topic=daemon.topic("cmd/+"), granted=str(granted)
+                )
             await self._publish_status(client, daemon)
             log.info(
                 "mqtt_connected",
@@ -549,6 +554,11 @@ class MqttService:
         )
         if code.is_failure:
             log.warning("command_reply_refused", topic=reply_topic[:200], reason=str(code))
+
+
+def _refused(code: int | ReasonCode) -> bool:
+    """A SUBACK entry that refuses: 0x80 (MQTT 3.1.1) or any MQTT 5 failure code."""
+    return code.is_failure if isinstance(code, ReasonCode) else code >= 0x80
 
 
 async def _either(*events: asyncio.Event) -> None:
