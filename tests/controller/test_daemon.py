@@ -80,7 +80,7 @@ def _config(tmp: Path) -> Path:
         table="PG-P1", shuffler=tmp / "shuffler", rng=tmp / "rng", journal=tmp / "journal.sqlite3"
     )
     path = tmp / "table.toml"
-    path.write_text(text)
+    path.write_text(text + '\n[display]\nport = 0  # any free port: tests may run beside a demo\n')
     return path
 
 
