@@ -695,6 +695,27 @@ class Journal:
             cur = self._connection.execute("DELETE FROM outbox WHERE msg_id = ?", (msg_id,))
             return cur.rowcount > 0
 
+    def ack_many(self, msg_ids: Sequence[str]) -> int:
+        """The broker has all of these: delete them in one transaction (one disk sync for a
+        whole window of acknowledged messages). Returns how many were pending."""
+        if not msg_ids:
+            return 0
+        with self.transaction():
+            cur = self._connection.executemany(
+                "DELETE FROM outbox WHERE msg_id = ?", [(m,) for m in msg_ids]
+            )
+            return cur.rowcount
+
+    def mark_attempts(self, msg_ids: Sequence[str]) -> None:
+        """Count one failed send attempt on each of these messages, in one transaction."""
+        if not msg_ids:
+            return
+        with self.transaction() as tx:
+            self._connection.executemany(
+                "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = ? WHERE msg_id = ?",
+                [(tx.now, m) for m in msg_ids],
+            )
+
     def mark_attempt(self, msg_id: str) -> int:
         """Count one send attempt; returns the attempts so far (0 if the message is gone)."""
         with self.transaction() as tx:

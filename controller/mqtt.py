@@ -467,7 +467,7 @@ class MqttService:
                 await _either(self._nudge, daemon.outbox_changed)
 
     async def _publish_rows(self, client: _Client, journal: Journal, rows: list[OutboxRow]) -> None:
-        """Publish a window of rows in order; delete each after its successful PUBACK.
+        """Publish a window of rows in order; delete those whose PUBACK succeeded.
 
         A send that fails (no PUBACK before the link dropped or the timeout, or a refusal) is
         counted on its row (``attempts``) for the supervisor; a successful one deletes the row,
@@ -476,7 +476,7 @@ class MqttService:
             (row, client.send(row.topic, wire_payload(row), qos=row.qos, retain=row.retain))
             for row in rows
         ]
-        done = 0
+        acked: list[str] = []
         try:
             for row, future in in_flight:
                 code = await client.acked(future, self.ack_timeout)
@@ -486,14 +486,18 @@ class MqttService:
                         "mqtt_publish_refused", topic=row.topic, seq=row.seq, reason=str(code)
                     )
                     raise PublishRefused(f"{row.topic} seq {row.seq} refused: {code}")
-                await asyncio.to_thread(journal.ack, row.msg_id)
-                done += 1
-                self.published += 1
-                self.progress.set()
+                acked.append(row.msg_id)
         except Exception:
-            failed = [row.msg_id for row, _ in in_flight[done:]]
-            await asyncio.to_thread(lambda: [journal.mark_attempt(m) for m in failed])
+            failed = [row.msg_id for row, _ in in_flight[len(acked) :]]
+            await asyncio.to_thread(journal.mark_attempts, failed)
             raise
+        finally:
+            # The acknowledged ones are deleted together, also when a later one failed: one
+            # disk sync per window instead of one per message.
+            if acked:
+                await asyncio.to_thread(journal.ack_many, acked)
+                self.published += len(acked)
+                self.progress.set()
 
     # --- commands ------------------------------------------------------------------------------
 

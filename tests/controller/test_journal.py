@@ -369,3 +369,12 @@ def test_device_events_read_back_as_the_same_event(journal: Journal) -> None:
     [stored] = record.events
     assert stored.kind == "packet_dealt"
     assert parse_event(stored.payload) == event
+
+
+def test_ack_many_and_mark_attempts_in_one_transaction(journal: Journal) -> None:
+    rows = [journal.enqueue(f"t/{i}", {"i": i}) for i in range(5)]
+    journal.mark_attempts([rows[3].msg_id, rows[4].msg_id])
+    assert [r.attempts for r in journal.pending(10)] == [0, 0, 0, 1, 1]
+    assert journal.ack_many([rows[0].msg_id, rows[1].msg_id, "not-pending"]) == 2
+    assert [r.msg_id for r in journal.pending(10)] == [r.msg_id for r in rows[2:]]
+    assert journal.ack_many([]) == 0
