@@ -16,6 +16,7 @@ from typing import TextIO
 
 from controller.config import Config, parse_config
 from controller.daemon import Daemon, Service, build_devices
+from controller.display import DisplayService
 from controller.journal import Journal
 from controller.logging import configure_logging
 from controller.messages import RoundPayload
@@ -140,6 +141,7 @@ class DemoDealer:
         self.closed = 0
         self._closed = asyncio.Event()
         self._online: set[str] = set()
+        self.display: DisplayService | None = None
         self._devices_up = asyncio.Event()
 
     def on_effect(self, effect: Effect) -> None:
@@ -161,6 +163,11 @@ class DemoDealer:
 
     async def run(self, daemon: Daemon) -> None:
         daemon.subscribe(self.on_effect)
+        if self.display is not None:
+            await self.display.wait_started()  # the port it got, also when asked for any (0)
+            web = self.display.url
+            pages = f"dealer page {web}/dealer   supervisor {web}/supervisor\n"
+            print(pages, file=self.out, flush=True)
         await asyncio.wait_for(self._devices_up.wait(), timeout=30)
         dealt = 0
         while self.rounds is None or dealt < self.rounds:
@@ -222,9 +229,7 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                     file=out,
                     flush=True,
                 )
-                web = f"http://{config.display.host}:{config.display.port}"
-                pages = f"dealer page {web}/dealer   supervisor {web}/supervisor\n"
-                print(pages, file=out, flush=True)
+                dealer.display = next((s for s in services if isinstance(s, DisplayService)), None)
                 await daemon.run(stop, handle_signals=True)
                 stats = journal.stats()
         print(

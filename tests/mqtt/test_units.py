@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,5 @@ async def test_the_demo_publishes_and_prints_the_feed(tmp_path: Path) -> None:
     rounds = [line for line in feed if " paigow.round " in line]
     assert len(rounds) == 2 and "round 1 " in rounds[0] and "round 2 " in rounds[1]
     assert any(" paigow.status " in line and "online" in line for line in feed)
+    # The pages are announced at the port the server got (asked for any free port).
+    assert re.search(r"dealer page http://127\.0\.0\.1:[1-9]\d*/dealer", text), text[:400]
