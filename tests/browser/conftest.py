@@ -13,6 +13,7 @@ import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import pytest_asyncio
@@ -45,13 +46,18 @@ async def shot(page: playwright_api.Page, name: str) -> Path:
     return path
 
 
+def unavailable(message: str) -> NoReturn:
+    """A prerequisite is missing: a failure in CI (where `make test` must provide it), a skip
+    on a developer's machine that lacks it."""
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser() -> AsyncIterator[playwright_api.Browser]:
     if shutil.which(CHROMIUM) is None and not Path(CHROMIUM).exists():
-        message = f"{CHROMIUM} not found: `make test` installs Debian's chromium"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(f"{CHROMIUM} not found: `make test` installs Debian's chromium")
     async with playwright_api.async_playwright() as p:
         b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:

@@ -17,7 +17,7 @@ from aiohttp.test_utils import make_mocked_request
 from controller.display import DisplayService
 from controller.display.access import AccessPolicy, is_loopback_address
 from controller.display.server import POLICY_KEY, PinGuard, access_middleware
-from tests.browser.conftest import write_secret
+from tests.browser.conftest import unavailable, write_secret
 from tests.harness import running_table
 
 TOKEN = "s3cret-supervisor-token"
@@ -179,7 +179,7 @@ def non_loopback_address() -> str | None:
 async def test_remote_client_over_the_network_needs_the_token(tmp_path: Path) -> None:
     address = non_loopback_address()
     if address is None:
-        pytest.skip("this machine has no non-loopback address")
+        unavailable("this machine has no non-loopback address")
     token = write_secret(tmp_path / "supervisor.token", TOKEN)
     display = DisplayService(host="0.0.0.0", port=0)
     extra = f'[display]\nhost = "0.0.0.0"\nsupervisor_token_file = "{token}"\n'
@@ -213,7 +213,7 @@ async def test_remote_client_over_the_network_needs_the_token(tmp_path: Path) ->
 async def test_remote_client_is_refused_without_a_configured_token(tmp_path: Path) -> None:
     address = non_loopback_address()
     if address is None:
-        pytest.skip("this machine has no non-loopback address")
+        unavailable("this machine has no non-loopback address")
     display = DisplayService(host="0.0.0.0", port=0)
     async with running_table(tmp_path, services=lambda d: [display]):
         await display.wait_started()

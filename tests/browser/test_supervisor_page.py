@@ -12,7 +12,7 @@ from controller.display import DisplayService
 from controller.messages import RoundPayload
 from controller.table import AlarmRaised
 from drivers.events import DeviceFault
-from tests.browser.conftest import SMALL_KIOSK, kiosk, shot, write_secret
+from tests.browser.conftest import SMALL_KIOSK, kiosk, shot, unavailable, write_secret
 from tests.browser.test_access import non_loopback_address
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -87,7 +87,7 @@ async def test_supervisor_sees_status_history_charts_and_every_detail(
 async def test_remote_supervisor_page_needs_the_token(browser: Browser, tmp_path: Path) -> None:
     address = non_loopback_address()
     if address is None:
-        pytest.skip("this machine has no non-loopback address")
+        unavailable("this machine has no non-loopback address")
     token = write_secret(tmp_path / "supervisor.token", "pit-boss-7f3a")
     extra = f'[display]\nhost = "0.0.0.0"\nsupervisor_token_file = "{token}"\n'
     display = DisplayService(host="0.0.0.0", port=0)
