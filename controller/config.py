@@ -831,7 +831,7 @@ def load_config(
 def _device_summary(name: str, device: AnyDevice) -> str:
     where: str
     if isinstance(device, SerialDevice):
-        where = f"{device.port} {device.baudrate} {device.bytesize}{device.parity}{device.stopbits}"
+        where = f"{device.port} {device.baudrate} {device.bytesize}{device.parity}{device.stopbits:g}"
     elif isinstance(device, TcpDevice):
         where = f"tcp {device.host}:{device.port}"
     elif isinstance(device, UsbDevice):
