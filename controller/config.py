@@ -831,7 +831,8 @@ def load_config(
 def _device_summary(name: str, device: AnyDevice) -> str:
     where: str
     if isinstance(device, SerialDevice):
-        where = f"{device.port} {device.baudrate} {device.bytesize}{device.parity}{device.stopbits:g}"
+        line = f"{device.bytesize}{device.parity}{device.stopbits:g}"
+        where = f"{device.port} {device.baudrate} {line}"
     elif isinstance(device, TcpDevice):
         where = f"tcp {device.host}:{device.port}"
     elif isinstance(device, UsbDevice):
