@@ -1,0 +1,591 @@
+"""What the benchmarks share: a Mosquitto of their own, table daemons as real processes with a
+real $NOTIFY_SOCKET, simulated devices on ptys that note when a deal's last frame was written,
+and the figures (percentiles).
+
+Nothing here touches the system's broker on 1883: every broker listens on a free port of
+127.0.0.1 with its config, log and persistence file in the benchmark's own directory. Every
+child gets PR_SET_PDEATHSIG (``with_parent``): a benchmark that is killed leaves nothing behind.
+Import it from a script in bench/ (``python bench/latency.py`` puts bench/ on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from controller.demo import DEMO_CONFIG
+from drivers.framing import STX, MsgType
+from simulators.pty import PtyPort
+from simulators.rng import RngSimulator
+from simulators.shuffler import ShufflerSimulator
+
+MOSQUITTO = "/usr/sbin/mosquitto"
+SITE = "demo"  # DEMO_CONFIG's site
+MB = 1024 * 1024
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank percentile (``q`` in 0–100) of ``values``; NaN when there are none."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def ms(seconds: float) -> float:
+    """Seconds as milliseconds, rounded for a JSON figure."""
+    return round(seconds * 1000, 2) if not math.isnan(seconds) else math.nan
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    mem = 0
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = int(line.split()[1]) * 1024
+    return {
+        "cpus": os.cpu_count(),
+        "mem_gb": round(mem / 1024**3, 1),
+        "python": sys.version.split()[0],
+        "load1": round(os.getloadavg()[0], 2),
+    }
+
+
+def last_line(figures: dict[str, Any]) -> None:
+    """The benchmark's last line: one JSON object with its figures."""
+    print(json.dumps(figures, separators=(", ", ": ")), flush=True)
+
+
+class DiskMonitor:
+    """fsyncs a small appended file every ``every`` s in a thread and keeps (wall time at the
+    start, seconds it took): the disk's own stalls, to set the daemons' outliers against."""
+
+    def __init__(self, directory: Path, every: float = 0.1) -> None:
+        self.path = directory / "disk-monitor.bin"
+        self.every = every
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="disk-monitor", daemon=True)
+
+    def __enter__(self) -> DiskMonitor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            while not self._stop.wait(self.every):
+                wall, start = time.time(), time.perf_counter()
+                os.write(fd, b"x" * 128)
+                os.fsync(fd)
+                self.samples.append((wall, time.perf_counter() - start))
+        finally:
+            os.close(fd)
+
+    def durations(self) -> list[float]:
+        return [d for _, d in self.samples]
+
+    def worst_between(self, start: float, end: float) -> float:
+        """The longest fsync that overlapped wall times ``start``–``end`` (0 if none)."""
+        return max((d for w, d in self.samples if w <= end and w + d >= start), default=0.0)
+
+    def stalls(self, threshold: float = 0.1) -> int:
+        return sum(d >= threshold for d in self.durations())
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def with_parent(command: list[str]) -> list[str]:
+    """``command`` made to get SIGTERM when the thread that started it dies (util-linux
+    ``setpriv --pdeathsig``, which then execs it: same pid), so a killed benchmark leaves no
+    process behind. Not ``preexec_fn``: unsafe once threads exist. Start children from the main
+    thread only (never inside ``asyncio.to_thread``)."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--", *command] if setpriv else command
+
+
+def raise_fd_limit() -> int:
+    """Lift the soft limit of open files to the hard one (200 ptys are 400 descriptors)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+class Broker:
+    """A Mosquitto of the benchmark's own on a free port of 127.0.0.1.
+
+    ``persistence``: the broker keeps sessions and queued QoS 1 messages in ``mosquitto.db`` in
+    ``workdir``, written on a clean stop (SIGTERM) and every ``autosave`` seconds, read at start;
+    a ``stop`` then ``start`` is then a restart that loses no session. ``kill`` is a crash
+    (SIGKILL): what was not saved is gone. ``start`` returns once the broker says it runs.
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        port: int = 0,
+        *,
+        persistence: bool = False,
+        autosave: int = 30,
+        options: Iterable[str] = (),
+    ) -> None:
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.persistence = persistence
+        self.autosave = autosave
+        self.options = list(options)
+        self.conf = workdir / "mosquitto.conf"
+        self.log: deque[str] = deque(maxlen=5000)
+        self.starts = 0
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def write_config(self) -> None:
+        lines = [
+            f"listener {self.port} 127.0.0.1",
+            "allow_anonymous true",
+            f"user {pwd.getpwuid(os.getuid()).pw_name}",  # as root it would switch users
+            "log_dest stderr",
+            "log_type error",
+            "log_type warning",
+            "log_type notice",
+            "log_type information",
+            "connection_messages true",
+            "log_timestamp true",
+            # Without it Nagle holds back PUBACKs (tens of ms per publish window).
+            "set_tcp_nodelay true",
+        ]
+        if self.persistence:
+            lines += [
+                "persistence true",
+                f"persistence_location {self.workdir}/",
+                "persistence_file mosquitto.db",
+                f"autosave_interval {self.autosave}",
+            ]
+        else:
+            lines.append("persistence false")
+        lines += self.options
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    async def start(self, timeout: float = 15.0) -> None:
+        if self.running:
+            return
+        self.write_config()
+        self._proc = await asyncio.create_subprocess_exec(
+            *with_parent([MOSQUITTO, "-c", str(self.conf)]),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        self.starts += 1
+        up: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._reader = asyncio.create_task(self._read(self._proc, up), name="mosquitto.log")
+        try:
+            await asyncio.wait_for(up, timeout)
+        except BaseException:
+            await self.kill()
+            raise
+
+    async def _read(self, proc: asyncio.subprocess.Process, up: asyncio.Future[None]) -> None:
+        assert proc.stderr is not None
+        async for raw in proc.stderr:
+            line = raw.decode("utf-8", "replace").rstrip()
+            self.log.append(line)
+            if not up.done() and " running" in line:
+                up.set_result(None)
+        if not up.done():
+            tail = "\n".join(list(self.log)[-10:])
+            up.set_exception(RuntimeError(f"mosquitto exited on port {self.port}:\n{tail}"))
+
+    async def _end(self, sig: signal.Signals, timeout: float) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.returncode is None:
+            proc.send_signal(sig)
+            try:
+                await asyncio.wait_for(proc.wait(), timeout)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        if self._reader is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(self._reader, 5)
+            self._reader = None
+
+    async def stop(self, timeout: float = 30.0) -> None:
+        """A clean stop (SIGTERM): with persistence, the broker saves its sessions first."""
+        await self._end(signal.SIGTERM, timeout)
+
+    async def kill(self) -> None:
+        await self._end(signal.SIGKILL, 5.0)
+
+    async def __aenter__(self) -> Broker:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+@contextlib.contextmanager
+def broker_process(workdir: Path) -> Iterator[int]:
+    """A Mosquitto (persistence off) for code without an event loop; yields its port once it
+    accepts connections, stops it (SIGTERM) at the end."""
+    broker = Broker(workdir)
+    broker.write_config()
+    with open(workdir / "mosquitto.log", "ab") as log:
+        proc = subprocess.Popen(
+            with_parent([MOSQUITTO, "-c", str(broker.conf)]),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", broker.port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"mosquitto did not start (see {workdir}/mosquitto.log)"
+                    ) from None
+                time.sleep(0.05)
+        yield broker.port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# --- simulated devices -----------------------------------------------------------------------
+
+
+class TimedPtyPort(PtyPort):
+    """A pty that notes when the frame completing a deal (the STUB: seven packets and the stub
+    settle the round) and the DEAL_END after it were written: ``perf_counter`` and wall time
+    right after the last byte went to the pty (no await lies between the write and the note)."""
+
+    def __init__(self, link: str | os.PathLike[str] | None = None) -> None:
+        super().__init__(link)
+        self.stub_at: tuple[float, float] | None = None
+        self.end_at: tuple[float, float] | None = None
+
+    async def write(self, data: bytes) -> bool:
+        ok = await super().write(data)
+        if ok and len(data) > 3 and data[0] == STX:
+            if data[3] == MsgType.STUB:
+                self.stub_at = (time.perf_counter(), time.time())
+            elif data[3] == MsgType.DEAL_END:
+                self.end_at = (time.perf_counter(), time.time())
+        return ok
+
+
+@dataclass
+class Devices:
+    """A table's shuffler and RNG box on ptys linked at ``workdir/shuffler`` and ``workdir/rng``."""
+
+    shuffler: ShufflerSimulator
+    rng: RngSimulator
+    port: TimedPtyPort
+
+    @classmethod
+    def make(cls, workdir: Path, seed: int, interval: float = 0.0) -> Devices:
+        port = TimedPtyPort(workdir / "shuffler")
+        return cls(
+            ShufflerSimulator(port, seed=seed, interval=interval),
+            RngSimulator(TimedPtyPort(workdir / "rng"), seed=seed),
+            port,
+        )
+
+    async def open(self) -> None:
+        await self.shuffler.port.open()
+        await self.rng.port.open()
+
+    async def close(self) -> None:
+        await self.shuffler.close()
+        await self.rng.close()
+
+    def greetings(self) -> tuple[int, int]:
+        return self.shuffler.greetings, self.rng.greetings
+
+    async def wait_greeted(self, before: tuple[int, int], timeout: float = 30.0) -> bool:
+        """Wait until the daemon opened both ports again (its driver greets with a
+        STATUS_REQUEST on every connect), so a deal is heard."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            now = self.greetings()
+            if now[0] > before[0] and now[1] > before[1]:
+                return True
+            await asyncio.sleep(0.05)
+        return False
+
+
+# --- the daemon as a process -----------------------------------------------------------------
+
+
+def mqtt_section(port: int, *, keepalive: int = 30, initial: float = 0.5, cap: float = 30.0) -> str:
+    """``[mqtt]`` to a broker on 127.0.0.1:``port`` (the production reconnect defaults)."""
+    return (
+        f'\n[mqtt]\nenabled = true\nhost = "127.0.0.1"\nport = {port}\nkeepalive = {keepalive}\n'
+        f"[mqtt.reconnect]\ninitial = {initial}\ncap = {cap}\n"
+    )
+
+
+def display_section(port: int | None) -> str:
+    """``[display]`` on 127.0.0.1:``port``, or switched off (None)."""
+    if port is None:
+        return "\n[display]\nenabled = false\n"
+    return f'\n[display]\nenabled = true\nhost = "127.0.0.1"\nport = {port}\n'
+
+
+def topic_prefix(table_id: str) -> str:
+    return f"casino/{SITE}/paigow/{table_id}/"
+
+
+@dataclass
+class TableProcess:
+    """``paigow-table run --config FILE`` for one table, as systemd would run it: its own
+    $NOTIFY_SOCKET (READY=1 is awaited), SIGTERM to stop, SIGKILL to crash. Its stderr goes to
+    ``workdir/daemon.log``. Start and stop it from the main thread (see ``with_parent``)."""
+
+    table_id: str
+    workdir: Path
+    extra: str = ""
+    proc: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    stop_timeouts: int = 0
+    ready_times: list[float] = field(default_factory=list)
+    _sock: socket.socket | None = None
+
+    @property
+    def config_path(self) -> Path:
+        return self.workdir / "table.toml"
+
+    @property
+    def journal_path(self) -> Path:
+        return self.workdir / "journal.sqlite3"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def write_config(self) -> Path:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        text = DEMO_CONFIG.format(
+            table=self.table_id,
+            shuffler=self.workdir / "shuffler",
+            rng=self.workdir / "rng",
+            journal=self.journal_path,
+        )
+        self.config_path.write_text(text + self.extra, encoding="utf-8")
+        return self.config_path
+
+    def _notify_socket(self) -> socket.socket:
+        if self._sock is None:
+            path = self.workdir / "notify.sock"
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            sock.bind(str(path))
+            sock.setblocking(False)
+            self._sock = sock
+        # Forget what an earlier run of the daemon said.
+        with contextlib.suppress(BlockingIOError):
+            while self._sock.recv(4096):
+                pass
+        return self._sock
+
+    def spawn(self) -> float:
+        """Start the process; returns the perf_counter of the spawn."""
+        if not self.config_path.exists():
+            self.write_config()
+        sock = self._notify_socket()
+        env = {**os.environ, "NOTIFY_SOCKET": sock.getsockname()}
+        log = open(self.workdir / "daemon.log", "ab")  # noqa: SIM115 (the child holds it)
+        try:
+            started = time.perf_counter()
+            command = [sys.executable, "-m", "controller.cli", "run", "--config"]
+            self.proc = subprocess.Popen(
+                with_parent([*command, str(self.config_path)]),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        finally:
+            log.close()
+        self.starts += 1
+        return started
+
+    async def wait_ready(self, started: float, timeout: float = 60.0) -> float:
+        """Wait for READY=1; returns seconds from ``started``. Raises if the process exits or
+        stays silent past ``timeout``."""
+        assert self._sock is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.table_id}: daemon exited with {self.proc.returncode} before READY "
+                    f"(see {self.workdir / 'daemon.log'})"
+                )
+            left = deadline - loop.time()
+            if left <= 0:
+                raise TimeoutError(f"{self.table_id}: no READY=1 within {timeout:g} s")
+            try:
+                data = await asyncio.wait_for(loop.sock_recv(self._sock, 4096), min(left, 0.5))
+            except TimeoutError:
+                continue
+            if b"READY=1" in data:
+                elapsed = time.perf_counter() - started
+                self.ready_times.append(elapsed)
+                return elapsed
+
+    async def start(self, timeout: float = 60.0) -> float:
+        return await self.wait_ready(self.spawn(), timeout)
+
+    def terminate(self) -> None:
+        if self.alive:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGTERM)
+
+    async def stop(self, timeout: float = 30.0, *, signalled: bool = False) -> int | None:
+        """SIGTERM (unless ``signalled`` already) and wait; SIGKILL after ``timeout``. Returns
+        the exit code: 0 for a clean stop, -9 when it had to be killed."""
+        if not signalled:
+            self.terminate()
+        return await self._reap(timeout)
+
+    async def kill(self) -> int | None:
+        """kill -9, as a crash or the OOM killer would."""
+        if self.alive:
+            assert self.proc is not None
+            self.proc.kill()
+        return await self._reap(10.0)
+
+    async def _reap(self, timeout: float) -> int | None:
+        proc = self.proc
+        if proc is None:
+            return None
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                self.stop_timeouts += 1
+                proc.kill()
+                deadline = time.monotonic() + 10.0
+            await asyncio.sleep(0.02)
+        return proc.returncode
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+# --- the dealer page's live stream -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    event: str
+    data: Any
+    at: float  # perf_counter when the event's blank line arrived
+
+
+async def sse_events(
+    session: aiohttp.ClientSession, url: str, *, connect_timeout: float = 30.0
+) -> AsyncIterator[SseEvent]:
+    """The events of a Server-Sent Events stream (``/api/events``), each stamped on arrival.
+
+    Retries the connection until the server listens (up to ``connect_timeout``)."""
+    deadline = time.monotonic() + connect_timeout
+    while True:
+        try:
+            response = await session.get(url, timeout=aiohttp.ClientTimeout(total=None))
+            break
+        except aiohttp.ClientConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+    async with response:
+        response.raise_for_status()
+        event, data = "message", ""
+        async for raw in response.content:
+            line = raw.decode("utf-8").rstrip("\r\n")
+            if not line:
+                if data:
+                    yield SseEvent(event, json.loads(data), time.perf_counter())
+                event, data = "message", ""
+            elif line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                data += line[5:].strip()

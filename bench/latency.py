@@ -1,0 +1,377 @@
+"""How fast the result of a deal reaches the casino system (MQTT) and the dealer page (SSE)
+(issue 8; goal p99 ≤ 15 ms for both, the journal committed with synchronous = FULL first).
+
+One table daemon runs as a real process (`paigow-table run`) with its shuffler and RNG box
+simulated on ptys in this process, MQTT to a Mosquitto this benchmark starts on a free port
+(persistence off) and the display on a free port. A round's clock starts when the last byte of
+the frame that completes the deal (the STUB, after the seven packets; DEAL_END follows it at
+once) has been written to the pty, and stops when (a) the round message arrives at an aiomqtt
+subscriber here and (b) the dealer page's event stream (/api/events) delivers the settled round.
+
+The same-run floor, measured after every round under the same load: an fsync of a small
+appended file on the journal's file system plus a QoS 1 publish→receive round trip through the
+same broker on loopback. The daemon cannot beat it: it must commit the journal (one fsync)
+before it publishes. The last line is one JSON object with the figures.
+
+Run: `.venv/bin/python bench/latency.py [--rounds 200] [--warmup 10] [--gap 0.25]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import aiomqtt
+from common import (
+    Broker,
+    Devices,
+    DiskMonitor,
+    TableProcess,
+    display_section,
+    free_port,
+    last_line,
+    machine,
+    mqtt_section,
+    ms,
+    percentile,
+    sse_events,
+    topic_prefix,
+)
+
+from controller.logging import configure_logging
+
+TABLE = "PG-LAT"
+GOAL_MS = 15.0
+PROBE_TOPIC = "bench/latency/probe"
+WAIT = 10.0
+
+
+@dataclass(frozen=True, order=True)
+class Slow:
+    latency: float
+    shuffle_id: str
+    stub_wall: float
+
+
+@dataclass
+class Arrivals:
+    """When each round (by shuffle id) and each probe arrived; ``changed`` is set on any."""
+
+    mqtt: dict[str, tuple[float, float, str, bool]] = field(default_factory=dict)
+    sse: dict[str, float] = field(default_factory=dict)
+    probes: dict[str, float] = field(default_factory=dict)
+    statuses: list[str] = field(default_factory=list)
+    sse_connected: asyncio.Event = field(default_factory=asyncio.Event)
+    subscribed: asyncio.Event = field(default_factory=asyncio.Event)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def until(self, condition: Any, timeout: float = WAIT) -> bool:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.changed.clear()
+            if condition():
+                return True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), left)
+        return True
+
+
+async def subscriber(port: int, arrivals: Arrivals) -> None:
+    """The casino system: every message of the table, and the probes, stamped on arrival."""
+    prefix = topic_prefix(TABLE)
+    async with aiomqtt.Client("127.0.0.1", port, identifier="bench-latency-casino") as client:
+        await client.subscribe(f"{prefix}#", qos=1)
+        await client.subscribe(PROBE_TOPIC, qos=1)
+        arrivals.subscribed.set()
+        async for message in client.messages:
+            at, wall = time.perf_counter(), time.time()
+            raw = message.payload
+            body = json.loads(raw if isinstance(raw, bytes | str) else b"{}")
+            topic = message.topic.value
+            if topic == PROBE_TOPIC:
+                arrivals.probes[body["id"]] = at
+            elif topic in (f"{prefix}round", f"{prefix}dead"):
+                shuffle = body["payload"].get("shuffle_id", "")
+                arrivals.mqtt[shuffle] = (at, wall, body["time"], bool(body["replayed"]))
+            elif topic == f"{prefix}status":
+                arrivals.statuses.append(body["payload"]["state"])
+            arrivals.changed.set()
+
+
+async def dealer_page(url: str, arrivals: Arrivals) -> None:
+    """The dealer page's live stream: the settled round's ``round`` event, stamped on arrival."""
+    async with aiohttp.ClientSession() as session:
+        async for event in sse_events(session, url):
+            if event.event == "snapshot":
+                arrivals.sse_connected.set()
+            elif event.event == "round" and event.data.get("result"):
+                arrivals.sse[event.data["result"].get("shuffle_id", "")] = event.at
+                arrivals.changed.set()
+
+
+class Floor:
+    """The same-run floor: fsync of a small appended file + a loopback QoS 1 round trip."""
+
+    def __init__(self, directory: Path, probe: aiomqtt.Client, arrivals: Arrivals) -> None:
+        self.path = directory / "fsync-probe.bin"
+        self.probe = probe
+        self.arrivals = arrivals
+        self.fsync: list[float] = []
+        self.rtt: list[float] = []
+        self.n = 0
+
+    async def sample(self) -> bool:
+        self.n += 1
+        record = os.urandom(64).hex().encode() + b"\n"  # about a journal row
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            start = time.perf_counter()
+            os.write(fd, record)
+            os.fsync(fd)
+            synced = time.perf_counter()
+        finally:
+            os.close(fd)
+        probe_id = f"p{self.n}"
+        sent = time.perf_counter()
+        await self.probe.publish(PROBE_TOPIC, json.dumps({"id": probe_id}), qos=1)
+        if not await self.arrivals.until(lambda: probe_id in self.arrivals.probes):
+            return False
+        self.fsync.append(synced - start)
+        self.rtt.append(self.arrivals.probes[probe_id] - sent)
+        return True
+
+
+def _iso(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def slowest(journal: Path, rounds: list[Slow], disk: DiskMonitor) -> list[str]:
+    """Where the slowest rounds spent their time: the daemon's journal rows of each (when each
+    event's transaction began, ms resolution) relative to the stub's write, and the longest
+    fsync of the disk monitor in the same window."""
+    lines = []
+    with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as conn:
+        for slow in rounds:
+            row = conn.execute(
+                "SELECT round_id FROM rounds WHERE json_extract(result, '$.shuffle_id') = ?",
+                (slow.shuffle_id,),
+            ).fetchone()
+            if row is None:
+                continue
+            events = conn.execute(
+                "SELECT at, kind FROM events WHERE round_id = ? AND kind IN "
+                "('packet_dealt', 'stub_verified') ORDER BY id",
+                (row[0],),
+            ).fetchall()
+            steps = ", ".join(
+                f"{kind} {(_iso(at) - slow.stub_wall) * 1000:+.0f}" for at, kind in events[-2:]
+            )
+            worst = disk.worst_between(slow.stub_wall - 2.0, slow.stub_wall + slow.latency)
+            lines.append(
+                f"slow round {slow.shuffle_id}: {slow.latency * 1000:.0f} ms; journal txns "
+                f"(ms from the stub's write) {steps}; MQTT arrival "
+                f"+{slow.latency * 1000:.0f}; longest disk-monitor fsync around it "
+                f"{worst * 1000:.0f} ms"
+            )
+    return lines
+
+
+def describe(name: str, values: list[float], floor: list[float] | None = None) -> str:
+    p50, p99 = percentile(values, 50), percentile(values, 99)
+    text = f"{name:<34} p50 {p50 * 1000:7.2f} ms   p99 {p99 * 1000:7.2f} ms"
+    text += f"   max {max(values) * 1000:7.2f} ms" if values else ""
+    if floor:
+        f50, f99 = percentile(floor, 50), percentile(floor, 99)
+        text += f"   ({p50 / f50:.1f}× / {p99 / f99:.1f}× the floor)"
+    return text
+
+
+async def bench(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    broker = Broker(tmp / "broker")
+    await broker.start()
+    http_port = free_port()
+    workdir = tmp / "table"
+    workdir.mkdir()
+    table = TableProcess(
+        TABLE, workdir, extra=mqtt_section(broker.port) + display_section(http_port)
+    )
+    devices = Devices.make(workdir, seed=args.seed, interval=args.interval)
+    arrivals = Arrivals()
+    disk = DiskMonitor(tmp)
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        await devices.open()
+        tasks.append(asyncio.create_task(subscriber(broker.port, arrivals), name="subscriber"))
+        await asyncio.wait_for(arrivals.subscribed.wait(), WAIT)
+        greeted = devices.greetings()
+        ready = await table.start()
+        print(f"daemon READY in {ready * 1000:.0f} ms (pid {table.pid})", flush=True)
+        if not await devices.wait_greeted(greeted):
+            raise RuntimeError("the daemon did not open the device ports")
+        url = f"http://127.0.0.1:{http_port}/api/events"
+        tasks.append(asyncio.create_task(dealer_page(url, arrivals), name="sse"))
+        await asyncio.wait_for(arrivals.sse_connected.wait(), 30)
+        if not await arrivals.until(lambda: "online" in arrivals.statuses, 30):
+            raise RuntimeError("the table never said it is online over MQTT")
+        probe = aiomqtt.Client("127.0.0.1", broker.port, identifier="bench-probe")
+        async with probe, contextlib.AsyncExitStack() as stack:
+            stack.enter_context(disk)
+            floor = Floor(workdir, probe, arrivals)
+            mqtt_lat: list[float] = []
+            sse_lat: list[float] = []
+            to_txn: list[float] = []
+            txn_to_mqtt: list[float] = []
+            end_gap: list[float] = []
+            worst: list[Slow] = []
+            missing = 0
+            replayed = 0
+            total = args.warmup + args.rounds
+            for n in range(1, total + 1):
+                await devices.rng.press()
+                await asyncio.sleep(args.gap)  # the draw is journaled before the deal begins
+                plan = await devices.shuffler.deal()
+                stub = devices.port.stub_at
+                end = devices.port.end_at
+                assert stub is not None and end is not None
+                sid = plan.shuffle_id
+                got = await arrivals.until(
+                    lambda sid=sid: sid in arrivals.mqtt and sid in arrivals.sse
+                )
+                if not got:
+                    missing += 1
+                    print(f"  round {n} ({sid}): no arrival within {WAIT:g} s", flush=True)
+                    continue
+                if not await floor.sample():
+                    raise RuntimeError("a probe did not come back")
+                if n <= args.warmup:
+                    continue
+                at, wall, txn_time, was_replayed = arrivals.mqtt[sid]
+                replayed += was_replayed
+                mqtt_lat.append(at - stub[0])
+                worst.append(Slow(at - stub[0], sid, stub[1]))
+                sse_lat.append(arrivals.sse[sid] - stub[0])
+                end_gap.append(end[0] - stub[0])
+                to_txn.append(_iso(txn_time) - stub[1])
+                txn_to_mqtt.append(wall - _iso(txn_time))
+                if (n - args.warmup) % 50 == 0:
+                    print(
+                        f"  {n - args.warmup}/{args.rounds} rounds: MQTT p99 "
+                        f"{percentile(mqtt_lat, 99) * 1000:.2f} ms, display p99 "
+                        f"{percentile(sse_lat, 99) * 1000:.2f} ms",
+                        flush=True,
+                    )
+        code = await table.stop()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await table.stop()
+        table.close()
+        await devices.close()
+        await broker.stop()
+    for line in slowest(table.journal_path, sorted(worst, reverse=True)[:3], disk):
+        print(line)
+    floor_total = [a + b for a, b in zip(floor.fsync, floor.rtt, strict=True)][args.warmup :]
+    fsyncs, rtts = floor.fsync[args.warmup :], floor.rtt[args.warmup :]
+    print(f"machine: {machine()}")
+    print(describe("round → MQTT subscriber", mqtt_lat, floor_total))
+    print(describe("round → dealer page (SSE)", sse_lat, floor_total))
+    print(describe("  of which: pty → journal txn start", to_txn))
+    print(describe("  txn start → MQTT subscriber", txn_to_mqtt))
+    print(describe("floor: fsync (small append)", fsyncs))
+    print(describe("floor: MQTT QoS 1 round trip", rtts))
+    print(describe("floor: fsync + round trip", floor_total))
+    monitor = disk.durations()
+    print(describe("disk monitor: fsync every 0.1 s", monitor))
+    over = [w for w in worst if w.latency * 1000 > GOAL_MS]
+    stalled = [
+        w for w in over if disk.worst_between(w.stub_wall - 2, w.stub_wall + w.latency) > 0.05
+    ]
+    print(
+        f"rounds over {GOAL_MS:g} ms: {len(over)} of {len(worst)}; of those, {len(stalled)} had a "
+        f"disk-monitor fsync over 50 ms within 2 s before them"
+    )
+    print(f"(DEAL_END followed the STUB by p50 {percentile(end_gap, 50) * 1e6:.0f} µs)")
+    mqtt_p99, sse_p99 = percentile(mqtt_lat, 99), percentile(sse_lat, 99)
+    for name, p99 in (("MQTT", mqtt_p99), ("dealer page", sse_p99)):
+        verdict = "met" if p99 * 1000 <= GOAL_MS else "NOT met"
+        print(f"goal p99 ≤ {GOAL_MS:g} ms for {name}: {verdict} ({p99 * 1000:.2f} ms)")
+    floor_p50, floor_p99 = percentile(floor_total, 50), percentile(floor_total, 99)
+    return {
+        "rounds": len(mqtt_lat),
+        "missing": missing,
+        "replayed": replayed,
+        "daemon_exit": code,
+        "mqtt_p50_ms": ms(percentile(mqtt_lat, 50)),
+        "mqtt_p99_ms": ms(mqtt_p99),
+        "display_p50_ms": ms(percentile(sse_lat, 50)),
+        "display_p99_ms": ms(sse_p99),
+        "pty_to_txn_p50_ms": ms(percentile(to_txn, 50)),
+        "txn_to_mqtt_p50_ms": ms(percentile(txn_to_mqtt, 50)),
+        "fsync_p50_ms": ms(percentile(fsyncs, 50)),
+        "fsync_p99_ms": ms(percentile(fsyncs, 99)),
+        "rtt_p50_ms": ms(percentile(rtts, 50)),
+        "rtt_p99_ms": ms(percentile(rtts, 99)),
+        "floor_p50_ms": ms(floor_p50),
+        "floor_p99_ms": ms(floor_p99),
+        "mqtt_over_floor_p50": round(percentile(mqtt_lat, 50) / floor_p50, 2),
+        "mqtt_over_floor_p99": round(mqtt_p99 / floor_p99, 2),
+        "display_over_floor_p50": round(percentile(sse_lat, 50) / floor_p50, 2),
+        "display_over_floor_p99": round(sse_p99 / floor_p99, 2),
+        "goal_ms": GOAL_MS,
+        "goal_met": bool(mqtt_p99 * 1000 <= GOAL_MS and sse_p99 * 1000 <= GOAL_MS),
+        "rounds_over_goal": len(over),
+        "over_goal_with_disk_stall": len(stalled),
+        "disk_fsync_p99_ms": ms(percentile(monitor, 99)),
+        "disk_fsync_max_ms": ms(max(monitor, default=0.0)),
+        "frame_interval_s": args.interval,
+        "journal_synchronous": "FULL",
+        **{f"machine_{k}": v for k, v in machine().items()},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=200, help="measured rounds")
+    parser.add_argument("--warmup", type=int, default=10, help="rounds dealt before measuring")
+    parser.add_argument("--gap", type=float, default=0.25, help="seconds between press and deal")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=0.05,
+        help="seconds between a deal's frames (a real shuffler takes about a second per packet; "
+        "0 sends the whole deal at once, so the stub waits behind nine journal commits)",
+    )
+    parser.add_argument("--seed", type=int, default=8)
+    parser.add_argument(
+        "--keep", metavar="DIR", help="work in DIR (new) and keep it: journal, logs"
+    )
+    args = parser.parse_args()
+    configure_logging("WARNING", "console")  # the simulators' debug lines are not figures
+    if args.keep:
+        Path(args.keep).mkdir(parents=True)
+        figures = asyncio.run(bench(args, Path(args.keep)))
+    else:
+        with tempfile.TemporaryDirectory(prefix="paigow-latency-") as name:
+            figures = asyncio.run(bench(args, Path(name)))
+    last_line(figures)
+    return 0 if figures["missing"] == 0 and figures["rounds"] == args.rounds else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
