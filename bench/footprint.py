@@ -4,7 +4,12 @@ Runs `paigow-table run --config …` as a real process with simulated devices on
 Unix datagram socket as $NOTIFY_SOCKET: the time from spawn to READY=1, then the resident
 memory (VmRSS, /proc) after dealing rounds, sampled over the steady part. The same-run baseline
 is a bare `python -c pass` (start time) and a bare interpreter's VmRSS. The last line is one JSON
-object. Run: `.venv/bin/python bench/footprint.py [--runs 5] [--rounds 200]`.
+object. Run: `.venv/bin/python bench/footprint.py [--runs 5] [--rounds 200] [--with-services]`.
+
+Without ``--with-services`` the daemon runs its devices only (``[display] enabled = false``:
+the display is on by default, on port 8080). With it, the config gains ``[mqtt]`` to a
+Mosquitto this benchmark starts on a free port and ``[display]`` on a free port, as a table runs
+on the floor; the outbox must then be empty after the rounds (every message acknowledged).
 """
 
 from __future__ import annotations
@@ -20,7 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
+
+from common import broker_process, display_section, free_port, mqtt_section
 
 from controller.demo import DEMO_CONFIG
 from controller.journal import Journal
@@ -39,13 +47,14 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-def write_config(tmp: Path) -> Path:
+def write_config(tmp: Path, extra: str = "") -> Path:
     text = DEMO_CONFIG.format(
         table="PG-BENCH",
         shuffler=tmp / "shuffler",
         rng=tmp / "rng",
         journal=tmp / "journal.sqlite3",
     )
+    text += extra
     path = tmp / "table.toml"
     path.write_text(text)
     return path
@@ -89,7 +98,9 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(timeout=30)
 
 
-async def steady_memory(config: Path, tmp: Path, rounds: int) -> tuple[float, list[int]]:
+async def steady_memory(
+    config: Path, tmp: Path, rounds: int, drain: bool = False
+) -> tuple[float, list[int], int]:
     shuffler = ShufflerSimulator(PtyPort(tmp / "shuffler"), seed=1)
     rng = RngSimulator(PtyPort(tmp / "rng"), seed=1)
     async with shuffler, rng:
@@ -112,21 +123,35 @@ async def steady_memory(config: Path, tmp: Path, rounds: int) -> tuple[float, li
                     samples.append(rss_bytes(proc.pid))
                 if n % 50 == 0:
                     print(f"  {n}/{rounds} rounds, RSS {samples[-1] / MB:.1f} MB", flush=True)
-            view.close()
+            deadline = time.monotonic() + 10
+            while drain and view.stats().outbox_pending and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)  # the publisher acknowledges the last round's messages
         finally:
             stop(proc)
-        return ready, samples
+        pending = view.stats().outbox_pending
+        view.close()
+        return ready, samples, pending
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="start-to-ready measurements")
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument(
+        "--with-services",
+        action="store_true",
+        help="MQTT to a broker started here and the display on a free port",
+    )
     args = parser.parse_args()
     configure_logging("WARNING", "console")  # the simulators' debug lines are not figures
-    with tempfile.TemporaryDirectory(prefix="paigow-footprint-") as name:
+    with tempfile.TemporaryDirectory(prefix="paigow-footprint-") as name, ExitStack() as stack:
         tmp = Path(name)
-        config = write_config(tmp)
+        if args.with_services:
+            broker = stack.enter_context(broker_process(tmp / "broker"))
+            extra = mqtt_section(broker) + display_section(free_port())
+        else:
+            extra = display_section(None)
+        config = write_config(tmp, extra)
         base_start, base_rss = bare_python()
 
         async def ready_runs() -> list[float]:
@@ -142,7 +167,9 @@ def main() -> int:
             return times
 
         times = asyncio.run(ready_runs())
-        _, samples = asyncio.run(steady_memory(config, tmp, args.rounds))
+        _, samples, pending = asyncio.run(
+            steady_memory(config, tmp, args.rounds, drain=args.with_services)
+        )
     ready_s = statistics.median(times)
     rss_mb = max(samples) / MB
     print(
@@ -159,9 +186,12 @@ def main() -> int:
         f"{statistics.median(samples) / MB:.1f} MB ({rss_mb * MB / base_rss:.1f}× a bare "
         f"interpreter); goal 80 MB: {'met' if rss_mb <= 80 else 'NOT met'}"
     )
+    if args.with_services:
+        print(f"with MQTT and display: outbox pending after the run {pending} (0: all delivered)")
     print(
         json.dumps(
             {
+                "services": args.with_services,
                 "ready_s": round(ready_s, 3),
                 "ready_runs_s": [round(t, 3) for t in times],
                 "rss_mb_max": round(rss_mb, 1),
@@ -169,10 +199,11 @@ def main() -> int:
                 "bare_python_start_s": round(base_start, 3),
                 "bare_python_rss_mb": round(base_rss / MB, 1),
                 "rounds": args.rounds,
+                "outbox_pending": pending,
             }
         )
     )
-    return 0
+    return 1 if args.with_services and pending else 0
 
 
 if __name__ == "__main__":
