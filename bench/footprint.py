@@ -122,7 +122,8 @@ async def steady_memory(
                 if n > rounds // 4:  # the steady part: imports done, caches warm
                     samples.append(rss_bytes(proc.pid))
                 if n % 50 == 0:
-                    print(f"  {n}/{rounds} rounds, RSS {samples[-1] / MB:.1f} MB", flush=True)
+                    rss = rss_bytes(proc.pid) / MB
+                    print(f"  {n}/{rounds} rounds, RSS {rss:.1f} MB", flush=True)
             deadline = time.monotonic() + 10
             while drain and view.stats().outbox_pending and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)  # the publisher acknowledges the last round's messages
