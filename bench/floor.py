@@ -10,8 +10,8 @@ have reached the casino system exactly once (after deduplication by msg_id), in 
 * One Mosquitto with persistence ON (``mosquitto.db`` written on a clean stop): a broker restart
   is SIGTERM (it saves sessions and the messages queued for them), ``--broker-down`` s of
   outage, then a start from the saved file, as `systemctl restart mosquitto` does.
-* ``--kills`` daemons are killed -9 (half of them in the middle of a deal) and restarted at
-  once, as systemd's Restart= would.
+* ``--kills`` daemons are killed -9 (half of them in the middle of a deal) and started again
+  after ``--restart-sec`` (2 s, the unit's RestartSec=), as systemd's Restart= would.
 * The casino system is a separate process: MQTT 5, QoS 1, a persistent session (clean start
   off, session expiry 1 h), reconnecting within a fraction of a second. It writes each message
   it receives, stamped, to a JSON-lines file.
@@ -363,7 +363,7 @@ class Floor:
         table.up.clear()
         table.kills += 1
         code = await table.process.kill()
-        await asyncio.sleep(0.1)  # systemd's RestartSec default
+        await asyncio.sleep(self.args.restart_sec)  # systemd's RestartSec
         ready = await self.start_table(table)
         back = now_wall() - began
         print(
@@ -737,6 +737,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], 
         floor.stopping.set()
         await watcher
     exits = await floor.stop_all()
+    for table in floor.tables:
+        await table.devices.close()
     assert floor.subscriber is not None
     floor.subscriber.send_signal(signal.SIGTERM)
     try:
@@ -870,6 +872,12 @@ def main() -> int:
     parser.add_argument("--round-seconds", type=float, default=60.0, help="a live round")
     parser.add_argument("--deal-seconds", type=float, default=20.0, help="a live deal's frames")
     parser.add_argument("--broker-down", type=float, default=5.0, help="outage per restart, s")
+    parser.add_argument(
+        "--restart-sec",
+        type=float,
+        default=2.0,
+        help="pause before a killed daemon starts again (systemd/paigow-table.service: 2 s)",
+    )
     parser.add_argument("--drain-timeout", type=float, default=180.0)
     parser.add_argument(
         "--no-persistence",
