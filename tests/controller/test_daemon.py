@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -80,7 +81,7 @@ def _config(tmp: Path) -> Path:
         table="PG-P1", shuffler=tmp / "shuffler", rng=tmp / "rng", journal=tmp / "journal.sqlite3"
     )
     path = tmp / "table.toml"
-    path.write_text(text + '\n[display]\nport = 0  # any free port: tests may run beside a demo\n')
+    path.write_text(text + "\n[display]\nport = 0  # any free port: tests may run beside a demo\n")
     return path
 
 
@@ -98,6 +99,13 @@ async def _until(condition, timeout: float = 20.0) -> None:  # type: ignore[no-u
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         await asyncio.sleep(0.05)
+
+
+def _count_events(tmp: Path, kind: str) -> int:
+    with sqlite3.connect(tmp / "journal.sqlite3") as conn:
+        return int(
+            conn.execute("SELECT COUNT(*) FROM events WHERE kind = ?", (kind,)).fetchone()[0]
+        )
 
 
 def _journal_view(tmp: Path) -> Journal:
@@ -135,7 +143,8 @@ async def test_kill_9_mid_round_voids_it_on_restart_and_loses_nothing(tmp_path: 
             topics = [row.topic for row in view.pending(100)]
             assert topics.count("casino/demo/paigow/PG-P1/dead") == 1
             assert topics.count("casino/demo/paigow/PG-P1/round") == 2
-            # And the table deals on.
+            # And the table deals on, once the restarted daemon has its devices back.
+            await _until(lambda: _count_events(tmp_path, "device_online") >= 4)
             await rng.press()
             await shuffler.deal()
             await _until(lambda: view.stats().by_status.get("settled", 0) == 3)
