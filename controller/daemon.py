@@ -26,7 +26,7 @@ from controller.config import Config, ConfigError, ConfigIssue, SerialDevice
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
 from controller.journal import Journal, OutboxMessage, VoidedRound, utc_now
 from controller.logging import bind_round, unbind_round
-from controller.messages import Command, Payload, Problem, RoundPayload, envelope
+from controller.messages import Command, EnterDice, Payload, Problem, RoundPayload, envelope
 from controller.systemd import ready, stopping, watchdog_loop
 from controller.table import (
     AlarmRaised,
@@ -42,7 +42,7 @@ from controller.table import (
     Tick,
 )
 from drivers.base import Backoff, Device, DisplaySink
-from drivers.events import DeviceEventBase, DeviceOffline
+from drivers.events import DeviceEventBase, DeviceOffline, PositionDrawn
 from drivers.rng import SoftwareRng
 
 log = structlog.get_logger("paigow.daemon")
@@ -204,6 +204,8 @@ class Daemon:
             if handle_signals:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
+                    # Stopping already: a second signal must not kill the process mid-close.
+                    signal.signal(sig, signal.SIG_IGN)
             stopping()
             log.info("daemon_stopped", table_id=self.config.table.id)
 
@@ -251,10 +253,12 @@ class Daemon:
 
     def _handle(self, item: TableEvent | _CommandItem) -> None:
         event = item.command if isinstance(item, _CommandItem) else item
+        before = self.table.round
+        open_before = before.round_id if before is not None and not before.closed else None
         effects = self.table.handle(event)
         if isinstance(event, Tick) and not effects:
             return
-        self._journal(event, effects)
+        self._journal(event, effects, open_before)
         for effect in effects:
             replying = isinstance(item, _CommandItem) and isinstance(effect, CommandReply)
             if replying and not item.reply.done():  # type: ignore[union-attr]
@@ -288,7 +292,9 @@ class Daemon:
 
         return build
 
-    def _journal(self, event: TableEvent, effects: Iterable[Effect]) -> None:
+    def _journal(
+        self, event: TableEvent, effects: Iterable[Effect], open_before: str | None
+    ) -> None:
         """The event and all it caused, in one transaction (DESIGN.md: journal before send)."""
         queued = False
         with self.journal.transaction() as tx:
@@ -317,7 +323,12 @@ class Daemon:
                     case DeviceChanged(payload=p):
                         tx.enqueue(self.topic(f"device/{p.device}"), self._builder(p), retain=True)
                         queued = True
-            round_id = self.table.round.round_id if self.table.round else None
+            r = self.table.round
+            round_id = r.round_id if r is not None else None
+            if isinstance(event, PositionDrawn | EnterDice):
+                # A draw belongs to the deal it was made in; made between deals it is held for
+                # the next one and journaled under it as position_assigned.
+                round_id = open_before
             if isinstance(event, Tick):
                 tx.record_event("tick", {"now": event.now.isoformat()}, round_id)
             elif isinstance(event, DeviceEventBase):

@@ -695,6 +695,23 @@ class Journal:
             cur = self._connection.execute("DELETE FROM outbox WHERE msg_id = ?", (msg_id,))
             return cur.rowcount > 0
 
+    def message_seq(self) -> int:
+        """The last message sequence number this table assigned (0 before the first), cheaply:
+        one row of ``meta``, not the counts of :meth:`stats`."""
+        with self._lock:
+            row = self._connection.execute(
+                "SELECT value FROM meta WHERE key = ?", (f"msg_seq/{self.table_id}",)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def outbox_pending(self) -> int:
+        """How many messages wait for the broker (the outbox is small: rows leave when sent)."""
+        with self._lock:
+            row = self._connection.execute(
+                "SELECT count(*) FROM outbox WHERE table_id = ?", (self.table_id,)
+            ).fetchone()
+        return int(row[0])
+
     def ack_many(self, msg_ids: Sequence[str]) -> int:
         """The broker has all of these: delete them in one transaction (one disk sync for a
         whole window of acknowledged messages). Returns how many were pending."""

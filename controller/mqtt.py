@@ -100,6 +100,15 @@ def wire_payload(row: OutboxRow) -> bytes:
     return row.payload
 
 
+def _raise_if_cancelling() -> None:
+    """Python 3.11's asyncio.wait_for (inside aiomqtt's connect and subscribe) can swallow a
+    cancellation that arrives with the awaited reply; then nothing raises it again and the
+    daemon would never stop. A stop must never be lost: raise it here."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 def status_message(daemon: Daemon, *, online: bool) -> bytes:
     """The retained ``status`` envelope. Status is a snapshot, not an event: its ``seq`` is the
     last message seq the journal assigned (so it never opens a gap) and its ``msg_id`` is new."""
@@ -119,7 +128,7 @@ def status_message(daemon: Daemon, *, online: bool) -> bytes:
         # The journal's id source: time-ordered, unique across restarts, same shape as msg_ids.
         msg_id=journal.new_round_id(),
         table_id=daemon.config.table.id,
-        seq=journal.stats().message_seq,
+        seq=journal.message_seq(),
         time=daemon.clock(),
     )
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -335,9 +344,11 @@ class MqttService:
         backoff = config.reconnect.to_backoff()
         attempt = 0
         while True:
+            _raise_if_cancelling()
             started = self.connects
             try:
                 await self._session(daemon)
+                _raise_if_cancelling()
                 error = "the session ended"
             except asyncio.CancelledError:
                 raise
@@ -352,7 +363,7 @@ class MqttService:
                 attempt = 0
             delay = backoff.delay(attempt)
             attempt += 1
-            pending = daemon.journal.stats().outbox_pending
+            pending = daemon.journal.outbox_pending()
             event = "mqtt_disconnected" if self.connects != started else "mqtt_connect_failed"
             log.warning(
                 event,
@@ -399,11 +410,13 @@ class MqttService:
         config = daemon.config.mqtt
         client = self._client(daemon)
         async with client:
+            _raise_if_cancelling()
             self.connects += 1
             # Everything still pending now is late, perhaps sent before: flag it replayed.
             backlog = await asyncio.to_thread(daemon.journal.mark_replay)
             # Subscribed before "online" goes out, so whoever sees it may send commands at once.
             granted = await client.subscribe(daemon.topic("cmd/+"), qos=1)
+            _raise_if_cancelling()
             if any(_refused(code) for code in granted):
                 # The feed matters more than commands: publish on, and say so.
                 log.error(

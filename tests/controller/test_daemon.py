@@ -37,7 +37,8 @@ async def test_fifty_rounds_are_journaled_with_the_house_way_setting(tmp_path: P
             dealer = stored["dealer"]
             kinds = [e.kind for e in record.events]
             assert kinds.count("packet_dealt") == 7 and "stub_verified" in kinds
-            assert "position_assigned" in kinds or "position_drawn" in kinds
+            # Exactly its own draw: the next deal's RNG press is not journaled under this round.
+            assert kinds.count("position_assigned") + kinds.count("position_drawn") == 1
             if dealer["two_jacks"]:
                 assert dealer["setting"] is None
                 continue

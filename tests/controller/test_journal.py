@@ -378,3 +378,12 @@ def test_ack_many_and_mark_attempts_in_one_transaction(journal: Journal) -> None
     assert journal.ack_many([rows[0].msg_id, rows[1].msg_id, "not-pending"]) == 2
     assert [r.msg_id for r in journal.pending(10)] == [r.msg_id for r in rows[2:]]
     assert journal.ack_many([]) == 0
+
+
+def test_cheap_counters_agree_with_stats(journal: Journal) -> None:
+    assert (journal.message_seq(), journal.outbox_pending()) == (0, 0)
+    rows = [journal.enqueue(f"t/{i}", {"i": i}) for i in range(3)]
+    journal.ack(rows[0].msg_id)
+    stats = journal.stats()
+    assert journal.message_seq() == stats.message_seq == 3
+    assert journal.outbox_pending() == stats.outbox_pending == 2

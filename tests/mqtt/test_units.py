@@ -3,6 +3,7 @@ feed's one-line summaries; and the command line (monitor, schemas, demo) against
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
@@ -174,3 +175,25 @@ async def test_the_demo_publishes_and_prints_the_feed(tmp_path: Path) -> None:
     assert any(" paigow.status " in line and "online" in line for line in feed)
     # The pages are announced at the port the server got (asked for any free port).
     assert re.search(r"dealer page http://127\.0\.0\.1:[1-9]\d*/dealer", text), text[:400]
+
+
+async def test_a_swallowed_cancellation_is_raised_again() -> None:
+    # Python 3.11's wait_for can swallow a cancel that arrives with the reply it awaited.
+    from controller.mqtt import _raise_if_cancelling
+
+    reached: list[str] = []
+
+    async def session() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            reached.append("swallowed")  # what the race inside wait_for does
+        _raise_if_cancelling()
+        reached.append("went on")
+
+    task = asyncio.create_task(session())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert reached == ["swallowed"]
