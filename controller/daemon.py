@@ -148,6 +148,7 @@ class Daemon:
         self.listeners: list[Listener] = []
         self.outbox_changed = asyncio.Event()
         self.ready = asyncio.Event()
+        self.stopping = asyncio.Event()  # set when a stop is asked for, before tasks are cancelled
         self.prefix = self.config.mqtt.topic_prefix
         self._healthy = True
         self._software_rngs = [d for d in self.devices if isinstance(d, SoftwareRng)]
@@ -211,6 +212,7 @@ class Daemon:
 
     async def _until(self, stop: asyncio.Event) -> None:
         await stop.wait()
+        self.stopping.set()
         raise _Shutdown
 
     async def _device(self, device: Device) -> None:

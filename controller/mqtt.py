@@ -100,12 +100,12 @@ def wire_payload(row: OutboxRow) -> bytes:
     return row.payload
 
 
-def _raise_if_cancelling() -> None:
-    """Python 3.11's asyncio.wait_for (inside aiomqtt's connect and subscribe) can swallow a
-    cancellation that arrives with the awaited reply; then nothing raises it again and the
-    daemon would never stop. A stop must never be lost: raise it here."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
+def _raise_if_stopping(daemon: Daemon) -> None:
+    """Python 3.11's asyncio.wait_for (inside aiomqtt's connect and subscribe) can swallow the
+    cancellation that stops the daemon when it arrives with the awaited reply; then nothing
+    raises it again and the daemon would never exit. A stop must never be lost: the daemon
+    says it is stopping, and this raises the cancellation again."""
+    if daemon.stopping.is_set():
         raise asyncio.CancelledError
 
 
@@ -344,11 +344,11 @@ class MqttService:
         backoff = config.reconnect.to_backoff()
         attempt = 0
         while True:
-            _raise_if_cancelling()
+            _raise_if_stopping(daemon)
             started = self.connects
             try:
                 await self._session(daemon)
-                _raise_if_cancelling()
+                _raise_if_stopping(daemon)
                 error = "the session ended"
             except asyncio.CancelledError:
                 raise
@@ -410,13 +410,13 @@ class MqttService:
         config = daemon.config.mqtt
         client = self._client(daemon)
         async with client:
-            _raise_if_cancelling()
+            _raise_if_stopping(daemon)
             self.connects += 1
             # Everything still pending now is late, perhaps sent before: flag it replayed.
             backlog = await asyncio.to_thread(daemon.journal.mark_replay)
             # Subscribed before "online" goes out, so whoever sees it may send commands at once.
             granted = await client.subscribe(daemon.topic("cmd/+"), qos=1)
-            _raise_if_cancelling()
+            _raise_if_stopping(daemon)
             if any(_refused(code) for code in granted):
                 # The feed matters more than commands: publish on, and say so.
                 log.error(

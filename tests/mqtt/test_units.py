@@ -177,10 +177,13 @@ async def test_the_demo_publishes_and_prints_the_feed(tmp_path: Path) -> None:
     assert re.search(r"dealer page http://127\.0\.0\.1:[1-9]\d*/dealer", text), text[:400]
 
 
-async def test_a_swallowed_cancellation_is_raised_again() -> None:
+async def test_a_swallowed_stop_is_raised_again() -> None:
     # Python 3.11's wait_for can swallow a cancel that arrives with the reply it awaited.
-    from controller.mqtt import _raise_if_cancelling
+    from types import SimpleNamespace
 
+    from controller.mqtt import _raise_if_stopping
+
+    daemon = SimpleNamespace(stopping=asyncio.Event())
     reached: list[str] = []
 
     async def session() -> None:
@@ -188,11 +191,13 @@ async def test_a_swallowed_cancellation_is_raised_again() -> None:
             await asyncio.sleep(10)
         except asyncio.CancelledError:
             reached.append("swallowed")  # what the race inside wait_for does
-        _raise_if_cancelling()
+        _raise_if_stopping(daemon)  # type: ignore[arg-type]
         reached.append("went on")
 
+    _raise_if_stopping(daemon)  # type: ignore[arg-type]  # not stopping: nothing happens
     task = asyncio.create_task(session())
     await asyncio.sleep(0)
+    daemon.stopping.set()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
