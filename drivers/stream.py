@@ -110,12 +110,11 @@ class ProtocolLink:
     async def close(self) -> None:
         # abort, not close: a graceful close drains output first, which can hang on a dead port
         with contextlib.suppress(Exception):
-            if self._transport.is_closing():
-                pass
-            elif isinstance(self._transport, asyncio.WriteTransport):
-                self._transport.abort()
-            else:
-                self._transport.close()
+            if not self._transport.is_closing():
+                if isinstance(self._transport, asyncio.WriteTransport):
+                    self._transport.abort()
+                else:
+                    self._transport.close()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._protocol.lost), CLOSE_TIMEOUT)
 
