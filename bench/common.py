@@ -15,7 +15,6 @@ import contextlib
 import json
 import math
 import os
-import pwd
 import shutil
 import signal
 import socket
@@ -23,7 +22,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +30,7 @@ from typing import Any
 import aiohttp
 
 from controller.demo import DEMO_CONFIG
+from controller.mqtt_cli import Mosquitto
 from drivers.framing import STX, MsgType
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
@@ -150,14 +149,11 @@ def raise_fd_limit() -> int:
     return hard
 
 
-class Broker:
-    """A Mosquitto of the benchmark's own on a free port of 127.0.0.1.
-
-    ``persistence``: the broker keeps sessions and queued QoS 1 messages in ``mosquitto.db`` in
-    ``workdir``, written on a clean stop (SIGTERM) and every ``autosave`` seconds, read at start;
-    a ``stop`` then ``start`` is then a restart that loses no session. ``kill`` is a crash
-    (SIGKILL): what was not saved is gone. ``start`` returns once the broker says it runs.
-    """
+class Broker(Mosquitto):
+    """A Mosquitto of the benchmark's own on a free port of 127.0.0.1 (controller.mqtt_cli's,
+    which the tests use too). ``persistence``: sessions and queued QoS 1 messages survive a
+    ``stop`` then ``start`` (a restart); ``kill`` is a crash. A clean stop may take a while to
+    save a large queue: the benchmarks give it 30 s."""
 
     def __init__(
         self,
@@ -168,110 +164,10 @@ class Broker:
         autosave: int = 30,
         options: Iterable[str] = (),
     ) -> None:
-        self.workdir = workdir
-        self.port = port or free_port()
-        self.persistence = persistence
-        self.autosave = autosave
-        self.options = list(options)
-        self.conf = workdir / "mosquitto.conf"
-        self.log: deque[str] = deque(maxlen=5000)
-        self.starts = 0
-        self._proc: asyncio.subprocess.Process | None = None
-        self._reader: asyncio.Task[None] | None = None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.returncode is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    def write_config(self) -> None:
-        lines = [
-            f"listener {self.port} 127.0.0.1",
-            "allow_anonymous true",
-            f"user {pwd.getpwuid(os.getuid()).pw_name}",  # as root it would switch users
-            "log_dest stderr",
-            "log_type error",
-            "log_type warning",
-            "log_type notice",
-            "log_type information",
-            "connection_messages true",
-            "log_timestamp true",
-            # Without it Nagle holds back PUBACKs (tens of ms per publish window).
-            "set_tcp_nodelay true",
-        ]
-        if self.persistence:
-            lines += [
-                "persistence true",
-                f"persistence_location {self.workdir}/",
-                "persistence_file mosquitto.db",
-                f"autosave_interval {self.autosave}",
-            ]
-        else:
-            lines.append("persistence false")
-        lines += self.options
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-    async def start(self, timeout: float = 15.0) -> None:
-        if self.running:
-            return
-        self.write_config()
-        self._proc = await asyncio.create_subprocess_exec(
-            *with_parent([MOSQUITTO, "-c", str(self.conf)]),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        self.starts += 1
-        up: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._reader = asyncio.create_task(self._read(self._proc, up), name="mosquitto.log")
-        try:
-            await asyncio.wait_for(up, timeout)
-        except BaseException:
-            await self.kill()
-            raise
-
-    async def _read(self, proc: asyncio.subprocess.Process, up: asyncio.Future[None]) -> None:
-        assert proc.stderr is not None
-        async for raw in proc.stderr:
-            line = raw.decode("utf-8", "replace").rstrip()
-            self.log.append(line)
-            if not up.done() and " running" in line:
-                up.set_result(None)
-        if not up.done():
-            tail = "\n".join(list(self.log)[-10:])
-            up.set_exception(RuntimeError(f"mosquitto exited on port {self.port}:\n{tail}"))
-
-    async def _end(self, sig: signal.Signals, timeout: float) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.returncode is None:
-            proc.send_signal(sig)
-            try:
-                await asyncio.wait_for(proc.wait(), timeout)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        if self._reader is not None:
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(self._reader, 5)
-            self._reader = None
+        super().__init__(workdir, port, options=options, persistence=persistence, autosave=autosave)
 
     async def stop(self, timeout: float = 30.0) -> None:
-        """A clean stop (SIGTERM): with persistence, the broker saves its sessions first."""
-        await self._end(signal.SIGTERM, timeout)
-
-    async def kill(self) -> None:
-        await self._end(signal.SIGKILL, 5.0)
-
-    async def __aenter__(self) -> Broker:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
+        await super().stop(timeout)
 
 
 @contextlib.contextmanager

@@ -67,12 +67,17 @@ class Mosquitto:
         listener_options: Iterable[str] = (),
         options: Iterable[str] = (),
         binary: str = MOSQUITTO,
+        persistence: bool = False,
+        autosave: int = 30,
     ) -> None:
         self.workdir = workdir
         self.port = port or free_port()
         self.listener_options = list(listener_options)
         self.options = list(options)
         self.binary = binary
+        self.persistence = persistence
+        self.autosave = autosave
+        self.starts = 0
         self.conf = workdir / "mosquitto.conf"
         self.log: deque[str] = deque(maxlen=2000)
         self._proc: asyncio.subprocess.Process | None = None
@@ -82,11 +87,28 @@ class Mosquitto:
     def running(self) -> bool:
         return self._proc is not None and self._proc.returncode is None
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def _persistence(self) -> list[str]:
+        """With persistence the broker keeps sessions and queued QoS 1 messages in
+        ``mosquitto.db``, written on a clean stop and every ``autosave`` seconds, read at start:
+        a ``stop`` then ``start`` is a restart that loses no session; ``kill`` is a crash."""
+        if not self.persistence:
+            return ["persistence false"]
+        return [
+            "persistence true",
+            f"persistence_location {self.workdir}/",
+            "persistence_file mosquitto.db",
+            f"autosave_interval {self.autosave}",
+        ]
+
     def write_config(self) -> None:
         lines = [
             f"listener {self.port} 127.0.0.1",
             *self.listener_options,
-            "persistence false",
+            *self._persistence(),
             # Run as root, mosquitto would switch to the "mosquitto" user, who cannot read our
             # private directory; as anyone else this line changes nothing.
             f"user {pwd.getpwuid(os.getuid()).pw_name}",
@@ -115,12 +137,13 @@ class Mosquitto:
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
         )
+        self.starts += 1
         up: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._reader = asyncio.create_task(self._read(self._proc, up), name="mosquitto.log")
         try:
             await asyncio.wait_for(up, timeout)
         except BaseException:
-            await self.stop()
+            await self.kill()
             raise
 
     async def _read(self, proc: asyncio.subprocess.Process, up: asyncio.Future[None]) -> None:
@@ -134,12 +157,20 @@ class Mosquitto:
             tail = "\n".join(list(self.log)[-10:])
             up.set_exception(RuntimeError(f"mosquitto exited on port {self.port}:\n{tail}"))
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float = 10.0) -> None:
+        """A clean stop (SIGTERM): with persistence, the broker saves its sessions first."""
+        await self._end(signal.SIGTERM, timeout)
+
+    async def kill(self) -> None:
+        """A crash (SIGKILL): what the broker had not saved is gone."""
+        await self._end(signal.SIGKILL, 5.0)
+
+    async def _end(self, sig: signal.Signals, timeout: float) -> None:
         proc, self._proc = self._proc, None
         if proc is not None and proc.returncode is None:
-            proc.terminate()
+            proc.send_signal(sig)
             try:
-                await asyncio.wait_for(proc.wait(), 10)
+                await asyncio.wait_for(proc.wait(), timeout)
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
