@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck bench clean venv chromium
+.PHONY: test demo lint typecheck bench clean venv chromium wheel package deb-tools
 
 venv: $(STAMP)
 
@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium deb-tools
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest
@@ -25,6 +25,19 @@ demo: $(STAMP)
 # The browser tests drive Debian's chromium (tests/browser); CI runs as root.
 chromium:
 	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+
+# dist/paigow_table-<version>-py3-none-any.whl and dist/paigow-table_<version>_<arch>.deb
+# (packaging/build-package; docs/operations.md installs them). No dev venv needed.
+package: deb-tools
+	packaging/build-package dist
+
+wheel: deb-tools
+	packaging/build-package --wheel-only dist
+
+# The .deb's venv is made by Debian's python3 (dpkg-deb comes with dpkg); tests/packaging too.
+deb-tools:
+	dpkg-query -W -f '$${Status}' python3-venv 2>/dev/null | grep -q 'ok installed' \
+	  || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3 python3-venv)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -37,4 +50,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/house_way.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
