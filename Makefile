@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | deb-tools
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
@@ -34,7 +34,7 @@ package: deb-tools
 wheel: deb-tools
 	packaging/build-package --wheel-only dist
 
-# The .deb's venv is made by Debian's python3 (dpkg-deb comes with dpkg); tests/packaging too.
+# python3-venv: for .venv, and for the .deb's venv made by Debian's python3 (tests/packaging too).
 deb-tools:
 	dpkg-query -W -f '$${Status}' python3-venv 2>/dev/null | grep -q 'ok installed' \
 	  || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3 python3-venv)
