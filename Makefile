@@ -4,17 +4,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck bench clean venv chromium
+.PHONY: test demo lint typecheck bench clean venv chromium wheel package deb-tools
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | deb-tools
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium deb-tools
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest
@@ -25,6 +25,19 @@ demo: $(STAMP)
 # The browser tests drive Debian's chromium (tests/browser); CI runs as root.
 chromium:
 	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+
+# dist/paigow_table-<version>-py3-none-any.whl and dist/paigow-table_<version>_<arch>.deb
+# (packaging/build-package; docs/operations.md installs them). No dev venv needed.
+package: deb-tools
+	packaging/build-package dist
+
+wheel: deb-tools
+	packaging/build-package --wheel-only dist
+
+# python3-venv: for .venv, and for the .deb's venv made by Debian's python3 (tests/packaging too).
+deb-tools:
+	dpkg-query -W -f '$${Status}' python3-venv 2>/dev/null | grep -q 'ok installed' \
+	  || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3 python3-venv)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -37,4 +50,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/house_way.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

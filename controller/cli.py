@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
 
+from controller import __version__
 from controller.game.cards import CardError, card_texts, parse_cards
 from controller.game.house_way import HouseWayError, house_way
 from controller.game.setting import Rules
@@ -84,6 +85,7 @@ def build_parser(
     parser = argparse.ArgumentParser(
         prog="paigow-table", description="Dealer Open Pai Gow table controller"
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--wheel",
         choices=["second_highest", "lowest"],
