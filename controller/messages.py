@@ -104,9 +104,20 @@ class SeatOut(_Model):
 
 
 class PositionCards(_Model):
-    position: int
-    seat: str = Field(description='seat label, or "dealer" for position 1')
+    position: int = Field(
+        description="position 1–7 (1 is the dealer); for a dead deal without a first-position "
+        "draw, the packet number"
+    )
+    seat: str = Field(
+        description='seat label, "dealer" for position 1, or "packet N" for a dead deal '
+        "without a first-position draw"
+    )
     cards: list[str]
+    packet: int | None = Field(
+        default=None,
+        ge=1,
+        description="the packet's number in dealing order, 1–7, as in the reasons' texts",
+    )
 
 
 class RoundPayload(Payload):

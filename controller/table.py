@@ -388,16 +388,19 @@ class Table:
         draw = PositionDraw(method=event.method, number=number, dice=event.dice, position=position)
         r = self.round
         if r is None or r.settled or r.closed:
-            if self.pending_draw is not None:
+            # Between deals the newest draw wins (the dealer re-rolled): the next deal uses it.
+            replaced, self.pending_draw = self.pending_draw, draw
+            if replaced is not None:
                 return [
                     self._alarm(
                         "position_replaced",
                         "info",
-                        "a new first-position draw replaced the unused one",
+                        f"a new first-position draw (position {position}) replaced the unused "
+                        f"one (position {replaced.position}); the next deal uses position "
+                        f"{position}",
                         event.device,
                     )
                 ]
-            self.pending_draw = draw
             return []
         if r.draw is not None:
             return [
@@ -519,7 +522,7 @@ class Table:
             shuffle_id=r.shuffle_id,
             card_source=r.source,
             first_position=r.draw,
-            positions=self._positions(by_position),
+            positions=self._positions(by_position, r.draw.position),
             dealer=DealerOut(
                 cards=card_texts(dealer),
                 best_hand=dealer_value.name,
@@ -534,12 +537,15 @@ class Table:
         r.settled = r.closed = True
         return [RoundClosed(payload)]
 
-    def _positions(self, by_position: Mapping[int, tuple[Any, ...]]) -> list[PositionCards]:
+    def _positions(
+        self, by_position: Mapping[int, tuple[Any, ...]], first: int
+    ) -> list[PositionCards]:
         return [
             PositionCards(
                 position=pos,
                 seat="dealer" if pos == DEALER_POSITION else self.settings.seats.get(pos, str(pos)),
                 cards=card_texts(cards),
+                packet=((pos - first) % PACKETS) + 1,
             )
             for pos, cards in sorted(by_position.items())
         ]
@@ -548,14 +554,17 @@ class Table:
         self, r: _Round, reasons: list[Problem], status: Literal["dead", "misdeal", "void"]
     ) -> list[Effect]:
         positions: list[PositionCards] = []
-        for i, cards in enumerate(r.dealt_packets()):
-            pos = ((r.draw.position - 1 + i) % PACKETS) + 1 if r.draw else i + 1
+        for packet, cards in enumerate(r.dealt_packets(), start=1):
+            # Packets are counted 1–7 in dealing order everywhere, as dealers count them.
+            pos = ((r.draw.position + packet - 2) % PACKETS) + 1 if r.draw else packet
             label = (
                 "dealer"
                 if r.draw and pos == DEALER_POSITION
-                else (self.settings.seats.get(pos, str(pos)) if r.draw else f"packet {i}")
+                else (self.settings.seats.get(pos, str(pos)) if r.draw else f"packet {packet}")
             )
-            positions.append(PositionCards(position=pos, seat=label, cards=list(cards)))
+            positions.append(
+                PositionCards(position=pos, seat=label, cards=list(cards), packet=packet)
+            )
         payload = RoundPayload(
             round_id=r.round_id,
             round_seq=r.round_seq,

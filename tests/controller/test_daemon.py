@@ -239,3 +239,38 @@ baudrate = 9600
         timeout=60,
     )
     assert proc.returncode == 78 and "devices.dice" in proc.stderr and "colour" in proc.stderr
+
+
+async def test_a_redrawn_first_position_is_the_one_journaled_alarmed_and_used(
+    tmp_path: Path,
+) -> None:
+    """Two RNG presses between deals: the alarm, the journal and the round agree on the newer."""
+    async with running_table(tmp_path, seed=11) as t:
+        await t.deal(rng_number=1)
+        await t.rng.press(3)
+        await t.rng.press(5)
+
+        def replaced() -> AlarmRaised | None:
+            return next(
+                (
+                    e
+                    for e in t.effects
+                    if isinstance(e, AlarmRaised) and e.payload.code == "position_replaced"
+                ),
+                None,
+            )
+
+        async def alarmed() -> None:
+            while replaced() is None:
+                await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(alarmed(), timeout=10)
+        await t.shuffler.deal()
+        result = await t.next_closed()
+        assert result.first_position is not None and result.first_position.position == 5
+        record = t.journal.get_round(result.round_id)
+        assert record is not None
+        [assigned] = [e for e in record.events if e.kind == "position_assigned"]
+        assert assigned.payload["position"] == 5
+        alarm = replaced()
+        assert alarm is not None and "next deal uses position 5" in alarm.payload.detail

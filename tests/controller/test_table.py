@@ -389,3 +389,51 @@ def test_a_second_position_draw_is_ignored_with_an_alarm() -> None:
     assert any(isinstance(e, AlarmRaised) and e.payload.code == "position_ignored" for e in effects)
     reply = table.handle(EnterDice(dice=(1, 1, 1)))
     assert isinstance(reply[0], CommandReply) and not reply[0].ok
+
+
+def test_a_second_draw_between_deals_replaces_the_unused_one_and_the_deal_uses_it() -> None:
+    """The alarm says the newer draw replaced the older; the round must then use the newer."""
+    table, _ = make_table()
+    assert table.handle(rng(3)) == []
+    [alarm] = table.handle(rng(5))
+    assert isinstance(alarm, AlarmRaised) and alarm.payload.code == "position_replaced"
+    assert "position 5" in alarm.payload.detail and "position 3" in alarm.payload.detail
+    effects = run(table, packet_events(shuffled(22)))
+    [opened] = [e for e in effects if isinstance(e, RoundOpened)]
+    assert opened.draw is not None and opened.draw.position == 5  # journaled as position_assigned
+    [result] = closed(effects)
+    assert result.payload.first_position is not None
+    assert result.payload.first_position.position == 5
+
+
+@pytest.mark.parametrize("with_draw", [True, False])
+def test_packets_are_numbered_one_to_seven_like_the_reasons(with_draw: bool) -> None:
+    """A dead round's packet list counts packets 1–7, the same numbers the reason text uses."""
+    table, _ = make_table()
+    deck = shuffled(23)
+    events = packet_events(deck)
+    events[4] = PacketDealt(device="shuffler", index=3, cards=tuple(deck[21:27]))  # packet 4
+    effects = run(table, [rng(2), *events] if with_draw else events)
+    [result] = closed(effects)
+    p = result.payload
+    assert p.status == "dead"
+    [short] = [r for r in p.reasons if r.code == "short_packet"]
+    assert short.detail == "packet 4 has 6 cards"
+    assert [pc.packet for pc in p.positions] == [1, 2, 3, 4, 5, 6, 7]
+    by_packet = {pc.packet: pc for pc in p.positions}
+    assert len(by_packet[4].cards) == 6 and by_packet[4].cards == deck[21:27]
+    if with_draw:
+        assert [pc.position for pc in p.positions] == [2, 3, 4, 5, 6, 7, 1]
+    else:
+        assert [pc.seat for pc in p.positions] == [f"packet {n}" for n in range(1, 8)]
+
+
+@pytest.mark.parametrize("first", [1, 4, 7])
+def test_a_settled_round_names_each_position_s_packet(first: int) -> None:
+    table, _ = make_table()
+    deck = shuffled(24)
+    [result] = closed(run(table, [rng(first), *packet_events(deck)]))
+    for pc in result.payload.positions:
+        assert pc.packet is not None
+        assert pc.cards == deck[7 * (pc.packet - 1) : 7 * pc.packet]
+        assert pc.position == (first + pc.packet - 2) % 7 + 1
