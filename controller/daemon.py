@@ -401,13 +401,19 @@ async def run_from_config(
 
     try:
         config = load_config(path)
+    except ConfigError as exc:
+        for issue in exc.errors:
+            print(issue, file=sys.stderr, flush=True)
+        return EXIT_CONFIG_ERROR
+    # Before anything that logs (the drivers): every line of `run` follows [logging].
+    configure_logging(config.logging.level, config.logging.format)
+    bind_table(config.table.id)
+    try:
         devices, sinks = build_devices(config, path)
     except ConfigError as exc:
         for issue in exc.errors:
             print(issue, file=sys.stderr, flush=True)
         return EXIT_CONFIG_ERROR
-    configure_logging(config.logging.level, config.logging.format)
-    bind_table(config.table.id)
     journal = Journal.open(
         config.journal.path, config.table.id, synchronous=config.journal.synchronous
     )

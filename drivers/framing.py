@@ -336,6 +336,11 @@ class Codec(Protocol):
         """True while it holds bytes of a frame not yet complete."""
         ...
 
+    @property
+    def frames(self) -> int:
+        """Well-formed frames decoded since the last reset: the device is really there."""
+        ...
+
     def feed(self, data: bytes) -> list[DeviceEvent]:
         """Events of the bytes that arrived (possibly none, possibly a part of a frame)."""
         ...
@@ -373,10 +378,15 @@ class ReferenceCodec:
         self._last: Frame | None = None
         self._host = FrameEncoder()
         self.last_status: tuple[int, int] | None = None
+        self._frames = 0
 
     @property
     def pending(self) -> bool:
         return self._decoder.pending
+
+    @property
+    def frames(self) -> int:
+        return self._frames
 
     def feed(self, data: bytes) -> list[DeviceEvent]:
         try:
@@ -394,6 +404,7 @@ class ReferenceCodec:
         self._decoder.reset()
         self._expect = None
         self._last = None
+        self._frames = 0
 
     def greeting(self) -> bytes:
         return self._host.encode(*msg_status_request())
@@ -422,6 +433,7 @@ class ReferenceCodec:
         return events
 
     def _frame(self, frame: Frame) -> list[DeviceEvent]:
+        self._frames += 1
         events: list[DeviceEvent] = []
         if frame == self._last:
             # the same frame twice (an echo or a retransmission): using it would deal twice

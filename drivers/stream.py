@@ -156,7 +156,7 @@ class StreamDevice:
         )
         self._link: Link | None = None
         self._in_deal = False
-        self._log = _log.bind(device=name)
+        self._online = False
 
     @property
     def connected(self) -> bool:
@@ -170,10 +170,12 @@ class StreamDevice:
         return True
 
     async def run(self, sink: EventSink) -> None:
-        """Connect, read and reconnect until cancelled. Emits DeviceOnline/DeviceOffline."""
+        """Connect, read and reconnect until cancelled. Emits DeviceOnline once the device has
+        sent a well-formed frame on a link, and one DeviceOffline per outage: a link that closes
+        before any valid frame (a serial-device server whose device is absent accepts, writes an
+        error text and closes) neither brings the device online nor reports it offline again."""
         attempt = 0
         offline_reported = False
-        online = False
         try:
             while True:
                 try:
@@ -182,30 +184,41 @@ class StreamDevice:
                     if not offline_reported:
                         reason = f"cannot open {self.transport.describe()}: {exc}"
                         self._emit(sink, [DeviceOffline(device=self.name, reason=reason)])
-                        self._log.warning("device_unreachable", reason=reason)
+                        self._log().warning("device_unreachable", reason=reason)
                         offline_reported = True
                     await self.backoff.sleep(attempt)
                     attempt = min(attempt + 1, MAX_ATTEMPT)
                     continue
-                online = True
-                offline_reported = False
-                self._log.info("device_online", link=self.transport.describe())
-                self._emit(sink, [DeviceOnline(device=self.name, detail=self.transport.describe())])
                 began = asyncio.get_running_loop().time()
                 reason = await self._session(link, sink)
-                online = False
+                was_online, self._online = self._online, False
                 # a link that drops at once (ser2net without its device) keeps backing off
                 if asyncio.get_running_loop().time() - began >= STABLE_SESSION:
                     attempt = 0
-                self._log.warning("device_offline", reason=reason)
-                self._emit(sink, [DeviceOffline(device=self.name, reason=reason)])
-                offline_reported = True
+                if was_online or not offline_reported:
+                    if not was_online:
+                        reason = f"no valid frame from {self.transport.describe()}: {reason}"
+                    self._log().warning("device_offline", reason=reason)
+                    self._emit(sink, [DeviceOffline(device=self.name, reason=reason)])
+                    offline_reported = True
                 await self.backoff.sleep(attempt)
                 attempt = min(attempt + 1, MAX_ATTEMPT)
         except asyncio.CancelledError:
-            if online:
+            if self._online:
+                self._online = False
                 self._emit(sink, [DeviceOffline(device=self.name, reason="driver stopped")])
             raise
+
+    def _log(self) -> structlog.stdlib.BoundLogger:
+        # Bound when used, not when built: the daemon configures logging after the drivers exist.
+        log: structlog.stdlib.BoundLogger = _log.bind(device=self.name)
+        return log
+
+    def _announce(self, sink: EventSink) -> None:
+        """The first well-formed frame on this link: the device is really there."""
+        self._online = True
+        self._log().info("device_online", link=self.transport.describe())
+        self._emit(sink, [DeviceOnline(device=self.name, detail=self.transport.describe())])
 
     async def _session(self, link: Link, sink: EventSink) -> str:
         """Read until the link goes; returns why it went. Closes the link whatever happens."""
@@ -226,13 +239,21 @@ class StreamDevice:
                     self._on_timeout(sink, loop.time() - last_bytes)
                     continue
                 last_bytes = loop.time()
-                self._emit(sink, self.codec.feed(data))
+                events = self.codec.feed(data)
+                if not self._online and self.codec.frames:
+                    self._announce(sink)
+                if self._online:
+                    self._emit(sink, events)
+                else:
+                    # Bytes that are not the device speaking (a server's error text): one line.
+                    self._log().debug("noise_before_first_frame", size=len(data))
         except LinkClosed as exc:
-            self._emit(sink, self.codec.flush())
+            if self._online:
+                self._emit(sink, self.codec.flush())
             return f"link lost: {exc}"
         except Exception as exc:
             # a bug here must not stop the table: log it, drop the link, reconnect
-            self._log.exception("driver_error")
+            self._log().exception("driver_error")
             return f"driver error: {exc!r}"
         finally:
             self._link = None
@@ -249,11 +270,13 @@ class StreamDevice:
     def _on_timeout(self, sink: EventSink, quiet: float) -> None:
         quiet += TIMER_SLACK
         if self.codec.pending and quiet >= self.frame_timeout:
-            self._emit(sink, self.codec.flush())
+            flushed = self.codec.flush()
+            if self._online:
+                self._emit(sink, flushed)
         if self._in_deal and self.silence_timeout is not None and quiet >= self.silence_timeout:
             self._in_deal = False
             detail = f"no data for {self.silence_timeout:g} s during a deal"
-            self._log.warning("deal_silence", detail=detail)
+            self._log().warning("deal_silence", detail=detail)
             self._emit(sink, [DeviceFault(device=self.name, code="silence", detail=detail)])
 
     def _emit(self, sink: EventSink, events: list[DeviceEvent]) -> None:
@@ -265,4 +288,4 @@ class StreamDevice:
             try:
                 sink.put_nowait(event)
             except Exception:
-                self._log.exception("sink_rejected_event", event_kind=event.kind)
+                self._log().exception("sink_rejected_event", event_kind=event.kind)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -274,3 +275,34 @@ async def test_a_redrawn_first_position_is_the_one_journaled_alarmed_and_used(
         assert assigned.payload["position"] == 5
         alarm = replaced()
         assert alarm is not None and "next deal uses position 5" in alarm.payload.detail
+
+
+async def test_every_line_of_run_follows_the_logging_section(tmp_path: Path) -> None:
+    """[logging] format = "json": the drivers' device lines too (they are built before logging
+    is configured), all on stderr as JSON, nothing on stdout."""
+    config = _config(tmp_path)
+    text = config.read_text().replace('level = "WARNING"', 'level = "INFO"\nformat = "json"')
+    config.write_text(text)
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    shuffler = ShufflerSimulator(PtyPort(tmp_path / "shuffler"), seed=4)
+    rng = RngSimulator(PtyPort(tmp_path / "rng"), seed=4)
+    async with shuffler:
+        await rng.port.open()
+        with out.open("wb") as o, err.open("wb") as e:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "controller.cli", "run", "--config", str(config)],
+                stdout=o,
+                stderr=e,
+            )
+        try:
+            await _until(lambda: b'"daemon_ready"' in err.read_bytes())
+            await _until(lambda: _count_events(tmp_path, "device_online") >= 2)
+            await rng.close()  # the RNG box goes away: device_offline from the driver
+            await _until(lambda: b"device_offline" in err.read_bytes())
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0
+    assert out.read_bytes() == b""
+    lines = err.read_text().splitlines()
+    events = [json.loads(line)["event"] for line in lines if line.strip()]
+    assert "device_online" in events and "device_offline" in events

@@ -69,3 +69,39 @@ async def test_connection_refused_is_offline_then_retried(events: Events) -> Non
         assert "cannot open tcp 127.0.0.1" in offline.reason
         async with RngSimulator(TcpServerPort(port=number), seed=2):
             await events.expect(DeviceOnline)
+
+
+async def test_a_serial_server_without_its_device_is_one_offline_and_never_online(
+    events: Events,
+) -> None:
+    """ser2net with its device absent accepts, writes an error text and closes, again and
+    again: the device is not online (no valid frame came), and the outage is reported once."""
+    accepted = 0
+    enough = asyncio.Event()
+
+    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal accepted
+        accepted += 1
+        if accepted >= 6:
+            enough.set()
+        writer.write(b"\x02ser2net: port /dev/ttyUSB0 unavailable\r\n\xff")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(refuse, "127.0.0.1", 0, reuse_address=True)
+    number = server.sockets[0].getsockname()[1]
+    device = RngBoxDevice("rng", TcpTransport("127.0.0.1", number), backoff=FAST_BACKOFF)
+    async with running(device, events):
+        async with asyncio.timeout(10):
+            await enough.wait()
+        server.close()
+        await server.wait_closed()
+        before = events.pending()
+        assert len(before) == 1 and isinstance(before[0], DeviceOffline), before
+        assert "no valid frame" in before[0].reason
+        async with RngSimulator(TcpServerPort(port=number), seed=3) as sim:
+            await events.expect(DeviceOnline, timeout=5)
+            assert await sim.wait_for_host()
+            number_drawn = await sim.press()
+            drawn = await events.expect(PositionDrawn)
+            assert drawn.number == number_drawn
