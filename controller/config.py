@@ -433,7 +433,8 @@ class ReconnectConfig(_Model):
     """``[mqtt.reconnect]``: capped exponential backoff between connection attempts (seconds)."""
 
     initial: float = Field(default=0.5, gt=0, le=60)
-    cap: float = Field(default=30.0, gt=0, le=3600)
+    # 5 s: on a LAN a restarted broker is back in seconds; a table must not sit on its backlog.
+    cap: float = Field(default=5.0, gt=0, le=3600)
 
     @model_validator(mode="after")
     def _cap_not_below_initial(self) -> ReconnectConfig:

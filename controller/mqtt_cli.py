@@ -424,7 +424,10 @@ def add_demo_arguments(p: argparse.ArgumentParser) -> None:
 # --- paigow-table monitor ------------------------------------------------------------------------
 
 
-async def monitor(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+async def monitor(
+    args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr
+) -> int:
+    """Print the feed on ``out`` (one JSON object a line with ``--json``); comments on ``err``."""
     import ssl
 
     import aiomqtt
@@ -458,7 +461,8 @@ async def monitor(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                 socket_options=NODELAY,
             ) as client:
                 await client.subscribe(topic, qos=1)
-                print(f"# subscribed to {topic} on {host}:{port}", file=out, flush=True)
+                # Comments go to stderr: stdout is the feed alone (`monitor --json | jq`).
+                print(f"# subscribed to {topic} on {host}:{port}", file=err, flush=True)
                 async for message in client.messages:
                     payload = _payload_bytes(message.payload)
                     if args.json:
@@ -475,7 +479,7 @@ async def monitor(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                     if args.count and seen >= args.count:
                         return 0
         except aiomqtt.MqttError as exc:
-            print(f"# {host}:{port}: {exc}; retrying in 2 s", file=sys.stderr, flush=True)
+            print(f"# {host}:{port}: {exc}; retrying in 2 s", file=err, flush=True)
             await asyncio.sleep(2)  # retry interval while the broker is away
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 _WIDTH = 30
@@ -13,25 +14,35 @@ class Progress:
     """``start(total)``, ``advance(n)``, ``finish()``. Silent unless the stream is a TTY (or
     ``force``), so pipes and JSON output stay clean. Redraws at most ten times a second."""
 
-    def __init__(self, label: str, *, stream: TextIO | None = None, force: bool = False) -> None:
+    def __init__(
+        self,
+        label: str,
+        *,
+        stream: TextIO | None = None,
+        force: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.label = label
+        self._clock = clock
         self.stream = sys.stderr if stream is None else stream
         self.enabled = force or self.stream.isatty()
         self.total = 0
         self.done = 0
         self._started = 0.0
         self._drawn = 0.0
+        self._width = 0
 
     def start(self, total: int) -> None:
         self.total = max(1, total)
         self.done = 0
-        self._started = time.monotonic()
+        self._started = self._clock()
         self._drawn = 0.0
+        self._width = 0
         self._draw()
 
     def advance(self, n: int = 1) -> None:
         self.done += n
-        now = time.monotonic()
+        now = self._clock()
         if now - self._drawn >= 0.1 or self.done >= self.total:
             self._draw()
 
@@ -44,11 +55,19 @@ class Progress:
     def _draw(self) -> None:
         if not self.enabled:
             return
-        self._drawn = now = time.monotonic()
+        self._drawn = now = self._clock()
         frac = min(1.0, self.done / self.total)
         filled = int(frac * _WIDTH)
         elapsed = now - self._started
-        eta = f"{elapsed / frac - elapsed:5.0f}s left" if 0 < frac < 1 else f"{elapsed:5.1f}s"
+        if self.done >= self.total:
+            tail = f"done in {elapsed:.1f}s"
+        elif frac > 0:
+            tail = f"{elapsed / frac - elapsed:.0f}s left"
+        else:
+            tail = f"{elapsed:.1f}s"
         bar = "#" * filled + "-" * (_WIDTH - filled)
-        self.stream.write(f"\r{self.label} [{bar}] {frac * 100:5.1f}% {eta}")
+        line = f"{self.label} [{bar}] {frac * 100:5.1f}% {tail}"
+        # Pad over what the longer line before left behind ("… 3s left" → "… done in 15.5s").
+        self.stream.write(f"\r{line}{' ' * max(0, self._width - len(line))}")
+        self._width = len(line)
         self.stream.flush()

@@ -153,3 +153,27 @@ def test_progress_draws_only_on_a_terminal() -> None:
     p.advance(2)
     p.finish()
     assert "work [" in shown.getvalue() and "100.0%" in shown.getvalue()
+
+
+def _screen(written: str) -> str:
+    """What a terminal shows after carriage returns redraw one line."""
+    shown = ""
+    for part in written.split("\r"):
+        shown = part + shown[len(part) :]
+    return shown.rstrip()
+
+
+def test_progress_at_completion_says_done_and_leaves_no_time_left() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    p = Progress("work", stream=out, force=True, clock=lambda: now[0])
+    p.start(1000)
+    now[0] = 5.0
+    p.advance(10)  # 1%: a long "… s left" line is drawn
+    assert "left" in _screen(out.getvalue())
+    now[0] = 15.5
+    p.advance(990)
+    p.finish()
+    screen = _screen(out.getvalue())
+    assert screen.endswith("100.0% done in 15.5s"), screen
+    assert "left" not in screen

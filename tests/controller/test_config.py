@@ -62,7 +62,7 @@ def test_example_config_loads() -> None:
     assert config.mqtt.client_id == "paigow-PG-07"
     assert config.mqtt.topic_prefix == "casino/riverside/paigow/PG-07/"
     assert config.mqtt.tls is not None and config.mqtt.port == 8883
-    assert config.mqtt.reconnect.to_backoff().cap == 30.0
+    assert config.mqtt.reconnect.to_backoff().cap == 5.0
     assert config.journal.synchronous == "FULL"
 
 
@@ -146,7 +146,7 @@ BROKEN = {
         "mqtt.topic_prefix",
         "without wildcards",
     ),
-    "cap below initial": ("cap = 30.0", "cap = 0.1", "mqtt.reconnect.cap", "cap ≥ initial"),
+    "cap below initial": ("cap = 5.0", "cap = 0.1", "mqtt.reconnect.cap", "cap ≥ initial"),
     "missing table id": ('id = "PG-07"', "", "table.id", "required key is missing"),
 }
 
@@ -222,6 +222,8 @@ def test_minimal_config_defaults(tmp_path: Path) -> None:
     assert str(config.journal.path) == "/var/lib/paigow-table/journal.sqlite3"
     assert config.logging.level == "INFO" and config.logging.format == "auto"
     assert config.paytables.chan_chu == "PT1" and not config.paytables.envy
+    # A restarted broker on a LAN is back in seconds: retry at least every 5 s.
+    assert config.mqtt.reconnect.cap == 5.0
 
 
 def test_secret_files_relative_to_the_config(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import io
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,11 +142,40 @@ async def test_monitor_prints_the_feed(broker: Mosquitto) -> None:
     args = build_parser(_registrars()).parse_args(
         ["monitor", "--broker", f"127.0.0.1:{broker.port}", "--prefix", PREFIX, "--count", "1"]
     )
-    out = io.StringIO()
-    assert await monitor(args, out) == 0
-    lines = out.getvalue().splitlines()
-    assert lines[0].startswith("# subscribed to")
-    assert lines[1].startswith("status ") and "offline" in lines[1] and "(retained)" in lines[1]
+    out, err = io.StringIO(), io.StringIO()
+    assert await monitor(args, out, err) == 0
+    assert err.getvalue().startswith("# subscribed to")
+    [line] = out.getvalue().splitlines()
+    assert line.startswith("status ") and "offline" in line and "(retained)" in line
+
+
+async def test_monitor_json_writes_only_json_on_stdout(broker: Mosquitto) -> None:
+    """`paigow-table monitor --json | jq`: the real command, every stdout line one JSON object."""
+    async with Subscriber(broker.port, []) as pub:
+        assert pub.client is not None
+        for n in range(3):
+            body = json.dumps({"schema": "paigow.alarm", "version": 1, "seq": n, "payload": {}})
+            await pub.client.publish(f"{PREFIX}alarm", body, qos=1, retain=n == 2)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "controller.cli",
+        "monitor",
+        "--json",
+        "--broker",
+        f"127.0.0.1:{broker.port}",
+        "--prefix",
+        PREFIX,
+        "--count",
+        "1",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout=30)
+    assert proc.returncode == 0, stderr
+    records = [json.loads(line) for line in stdout.decode().splitlines()]
+    assert records and records[0]["topic"] == f"{PREFIX}alarm" and records[0]["retain"] is True
+    assert b"# subscribed to" in stderr
 
 
 async def test_the_demo_publishes_and_prints_the_feed(tmp_path: Path) -> None:
