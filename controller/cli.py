@@ -118,7 +118,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from controller.demo import run_demo
 
-    return asyncio.run(run_demo(args))
+    try:
+        return asyncio.run(run_demo(args))
+    except KeyboardInterrupt:  # Ctrl-C before the daemon took over SIGINT (or after it)
+        print("demo stopped", file=sys.stderr, flush=True)
+        return 130
 
 
 def _add_daemon_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import contextlib
 import random
+import signal
 import sys
 import tempfile
 from collections.abc import Callable
@@ -194,6 +195,12 @@ class DemoDealer:
 
 async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     configure_logging("WARNING", "console")
+    # Ctrl-C from the first moment stops the demo in order (asyncio.run's own SIGINT handler
+    # would cancel the setup half-way); the daemon keeps these handlers while it runs.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     with tempfile.TemporaryDirectory(prefix="paigow-demo-") as tmp:
         workdir = Path(tmp)
         journal_path = Path(args.journal) if args.journal else workdir / "journal.sqlite3"
@@ -209,7 +216,6 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             devices, sinks = build_devices(config)
             with Journal.open(journal_path, config.table.id) as journal:
                 daemon = Daemon(config, journal, devices=devices)
-                stop = asyncio.Event()
                 dealer = DemoDealer(
                     shuffler,
                     rng,
@@ -218,7 +224,11 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                     fault_rate=args.fault_rate,
                     seed=args.seed,
                     out=out,
-                    on_done=mqtt.stop_when_delivered(daemon, stop) if mqtt else stop.set,
+                    on_done=(
+                        mqtt.stop_when_delivered(daemon, stop, args.drain_timeout)
+                        if mqtt
+                        else stop.set
+                    ),
                 )
                 services: list[Service] = [*default_services(daemon, sinks), dealer]
                 services += mqtt.services(daemon) if mqtt else []
@@ -232,11 +242,23 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                 dealer.display = next((s for s in services if isinstance(s, DisplayService)), None)
                 await daemon.run(stop, handle_signals=True)
                 stats = journal.stats()
+                undelivered = journal.outbox_pending() if mqtt else 0
         print(
             f"{dealer.closed} rounds closed; journal: {stats.rounds} rounds {stats.by_status}",
             file=out,
             flush=True,
         )
+        if undelivered:
+            kept = (
+                f"they stay in the journal {journal_path}"
+                if args.journal
+                else "they are lost with the temporary journal (use --journal FILE to keep it)"
+            )
+            print(
+                f"{undelivered} messages were not delivered to the broker; {kept}",
+                file=out,
+                flush=True,
+            )
     return 0
 
 

@@ -136,6 +136,9 @@ class Mosquitto:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
+            # Its own session: a terminal's Ctrl-C reaches the demo, which stops the broker
+            # after the table has stopped (a broker dying first makes paho fail on closed fds).
+            start_new_session=True,
         )
         self.starts += 1
         up: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -381,14 +384,23 @@ class DemoMqtt:
         self.feed = FeedPrinter(self.host, self.port, daemon.prefix, self.out, mark="  mqtt ▸ ")
         return [self.feed]
 
-    def stop_when_delivered(self, daemon: Daemon, stop: asyncio.Event) -> Callable[[], None]:
-        """A callback that sets ``stop`` once the feed printed every journaled message."""
+    def stop_when_delivered(
+        self, daemon: Daemon, stop: asyncio.Event, drain_timeout: float
+    ) -> Callable[[], None]:
+        """A callback that sets ``stop`` once the broker acknowledged every journaled message
+        (the outbox is empty) or ``drain_timeout`` seconds passed, and the feed printed them."""
 
         def done() -> None:
             async def wait_then_stop() -> None:
-                seq = daemon.journal.stats().message_seq
-                if self.feed is not None and not await self.feed.caught_up(seq, timeout=10):
-                    print("  (the MQTT feed did not catch up in 10 s)", file=self.out, flush=True)
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + drain_timeout
+                # The publisher deletes a row on its PUBACK; it signals nothing else to wait on.
+                while daemon.journal.outbox_pending() and loop.time() < deadline:
+                    await asyncio.sleep(0.1)
+                if not daemon.journal.outbox_pending():
+                    seq = daemon.journal.message_seq()
+                    if self.feed is not None and not await self.feed.caught_up(seq, timeout=5):
+                        print("  (the feed printer missed messages)", file=self.out, flush=True)
                 stop.set()
 
             task = asyncio.get_running_loop().create_task(wait_then_stop())
@@ -419,6 +431,14 @@ def add_demo_arguments(p: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--broker", metavar="HOST:PORT", help="publish to this broker instead")
     group.add_argument("--no-mqtt", action="store_true", help="do not publish over MQTT")
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="with --rounds: wait up to S seconds for the broker to acknowledge every message "
+        "before stopping (default 60)",
+    )
 
 
 # --- paigow-table monitor ------------------------------------------------------------------------
