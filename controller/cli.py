@@ -70,7 +70,7 @@ def _add_house_way(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
         "house-way",
         help="set seven cards by the House Way",
         description=(
-            "Set seven cards by the House Way (RULES.md §7). With cards: print the setting. "
+            "Set seven cards by the House Way (docs/rules.md §7). With cards: print the setting. "
             "Without: read hands from stdin, one per line, and write one JSON line per hand."
         ),
     )
@@ -90,7 +90,7 @@ def build_parser(
         "--wheel",
         choices=["second_highest", "lowest"],
         default="second_highest",
-        help="rank of the A-2-3-4-5 straight (RULES.md §3; default second_highest)",
+        help="rank of the A-2-3-4-5 straight (docs/rules.md §3; default second_highest)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_house_way(sub)

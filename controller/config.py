@@ -3,7 +3,7 @@
 Every model forbids unknown keys and validates strictly (TOML has real types, so ``port = "1883"``
 is an error, not a silent conversion). ``load_config`` turns every problem into a
 :class:`ConfigIssue` naming the file, the dotted key and what was expected; the daemon refuses to
-start on any of them (DESIGN.md "Conventions").
+start on any of them (docs/architecture.md "Conventions").
 
 Paths in the file are relative to the file's directory. When a file is loaded with
 ``load_config`` the files it references (password, token, PIN, TLS files) must exist and be
@@ -235,7 +235,8 @@ class _Model(BaseModel):
 
 
 class TableConfig(_Model):
-    """``[table]``: who this table is and which seat label each position carries (RULES.md §6)."""
+    """``[table]``: who this table is and which seat label each position carries (docs/rules.md
+    §6)."""
 
     id: Slug = Field(description="table id, e.g. PG-07; in round ids and MQTT topics")
     site: Slug = Field(description="site (casino) id; in MQTT topics")
@@ -276,7 +277,7 @@ class TableConfig(_Model):
 
 
 class RulesConfig(_Model):
-    """``[rules]``: the switches of RULES.md §3 and §5."""
+    """``[rules]``: the switches of docs/rules.md §3 and §5."""
 
     wheel_rank: WheelRank = "second_highest"
     ace_high_pushes_pai_gow: bool = False
@@ -288,7 +289,7 @@ class RulesConfig(_Model):
 
 
 class PaytablesConfig(_Model):
-    """``[paytables]``: the side-wager paytables of RULES.md §8."""
+    """``[paytables]``: the side-wager paytables of docs/rules.md §8."""
 
     chan_chu: Literal["PT1", "PT2", "PT3", "PT4", "PT5"] = "PT1"
     jacks_beat: Literal["A", "B", "C", "D"] = "A"
@@ -299,7 +300,7 @@ class PaytablesConfig(_Model):
         if self.envy and self.chan_chu not in ("PT3", "PT4", "PT5"):
             raise KeyedValueError(
                 "envy",
-                f"the envy bonus is paid only with Chan Chu paytables PT3–PT5 (RULES.md §8), "
+                f"the envy bonus is paid only with Chan Chu paytables PT3–PT5 (docs/rules.md §8), "
                 f"but chan_chu is {self.chan_chu!r}: expected envy = false or chan_chu PT3–PT5",
             )
         return self

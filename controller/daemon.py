@@ -297,7 +297,8 @@ class Daemon:
     def _journal(
         self, event: TableEvent, effects: Iterable[Effect], open_before: str | None
     ) -> None:
-        """The event and all it caused, in one transaction (DESIGN.md: journal before send)."""
+        """The event and all it caused, in one transaction (docs/architecture.md: journal before
+        send)."""
         queued = False
         with self.journal.transaction() as tx:
             for effect in effects:

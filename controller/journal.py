@@ -1,4 +1,4 @@
-"""The table's journal: SQLite in WAL mode, the source of truth (DESIGN.md "Principles").
+"""The table's journal: SQLite in WAL mode, the source of truth (docs/architecture.md "Principles").
 
 Every inbound event, every round and every message to publish is committed here before anything
 is displayed or sent. One :class:`Journal` holds one connection. Every public method is
@@ -597,9 +597,8 @@ class Journal:
     def open_round(self, round_id: str, seq: int | None = None) -> int:
         """Start a round; returns the table's round sequence number (1, 2, … across restarts).
 
-        Refused while another round of this table is open, and, when ``seq`` is given (the
-        number the state machine already announced), unless it is the journal's next number.
-        """
+        Refused while another round of this table is open, and, when ``seq`` is given (the number
+        the state machine already announced), unless it is the journal's next number."""
         with self.transaction() as tx:
             return tx.open_round(round_id, seq)
 

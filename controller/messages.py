@@ -1,6 +1,6 @@
 """What the controller says and hears: payload models of the MQTT feed, the journal and the display,
-and the commands it accepts (DESIGN.md "Messages on the wire and in the journal are pydantic
-models with a schema version").
+and the commands it accepts (docs/architecture.md "Messages on the wire and in the journal are
+pydantic models with a schema version").
 
 Outbound payloads are wrapped in an envelope (``envelope``) that carries the schema name and
 version, the message id (stable across resends), the table id, the per-table sequence number and
@@ -50,7 +50,9 @@ class PositionDraw(_Model):
 class SettingOut(_Model):
     front: list[CardText]
     back: list[CardText]
-    rule: str | None = Field(description="House Way rule id (RULES.md §7); null for a player's own")
+    rule: str | None = Field(
+        description="House Way rule id (docs/rules.md §7); null for a player's own"
+    )
     front_hand: str
     back_hand: str
 

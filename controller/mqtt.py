@@ -5,7 +5,8 @@ id, a keepalive and a last will (the retained ``status`` saying ``offline``), an
 forever with capped, jittered backoff. On every connect it flags the backlog as replayed
 (:meth:`Journal.mark_replay`), subscribes to ``<prefix>cmd/+``, publishes the retained
 ``status`` before any other message, then drains the outbox oldest first. A message leaves the
-outbox only when the broker's PUBACK came back with a success code (DESIGN.md "The journal is
+outbox only when the broker's PUBACK came back with a success code (docs/architecture.md "The
+journal is
 the source of truth"); a crash or a dead link at any instant means the message is sent again,
 with the same ``msg_id`` and ``seq`` and ``"replayed": true``.
 
@@ -230,10 +231,9 @@ def _describe(exc: BaseException) -> str:
 class _Client(aiomqtt.Client):
     """aiomqtt's client with a publish that reports the PUBACK's reason code.
 
-    ``send`` hands a message to paho and returns a future of its PUBACK reason code; ``acked``
-    waits for it, or raises MqttError as soon as the connection is lost. Several sends may be
-    in flight; paho writes them in call order and the broker acknowledges them in order.
-    """
+    ``send`` hands a message to paho and returns a future of its PUBACK reason code; ``acked`` waits
+    for it, or raises MqttError as soon as the connection is lost. Several sends may be in flight;
+    paho writes them in call order and the broker acknowledges them in order."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -404,9 +404,8 @@ class MqttService:
         )
 
     async def _session(self, daemon: Daemon) -> None:
-        """One connection: backlog flagged, commands subscribed, status published first, then
-        drain and serve until the link fails (raises) or the task is cancelled (publishes
-        offline)."""
+        """One connection: backlog flagged, commands subscribed, status published first, then drain
+        and serve until the link fails (raises) or the task is cancelled (publishes offline)."""
         config = daemon.config.mqtt
         client = self._client(daemon)
         async with client:

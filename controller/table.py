@@ -1,16 +1,15 @@
-"""The round state machine of RULES.md §6: (state, event) → (state, [effects]). No I/O.
+"""The round state machine of docs/rules.md §6: (state, event) → (state, [effects]). No I/O.
 
 The daemon feeds it device events (drivers/events.py), commands (controller/messages.py) and
 clock ticks, and carries out the effects it returns: journal writes, MQTT messages, the display.
 
 A round opens with a deal (DealStarted, or the first packet or card of a deal nobody announced).
-Packets (or single cards from a shoe) and the first-position draw arrive in either order. When
-the deal is complete (DealEnded, or seven packets and the stub) it is checked (deal.check_deal);
-a dead deal or misdeal closes the round at once. Otherwise, as soon as the first position is
-known, packets go to positions, the dealer is set by the House Way (or has two Jacks) and every
-seat's side wagers are settled: the round closes as settled. Players may then enter their own
-settings until the next deal. A new deal closes a round still dealing (reason ``new_deal``).
-"""
+Packets (or single cards from a shoe) and the first-position draw arrive in either order. When the
+deal is complete (DealEnded, or seven packets and the stub) it is checked (deal.check_deal); a dead
+deal or misdeal closes the round at once. Otherwise, as soon as the first position is known, packets
+go to positions, the dealer is set by the House Way (or has two Jacks) and every seat's side wagers
+are settled: the round closes as settled. Players may then enter their own settings until the next
+deal. A new deal closes a round still dealing (reason ``new_deal``)."""
 
 from __future__ import annotations
 
@@ -175,7 +174,7 @@ Effect = (
 @dataclass(frozen=True, slots=True)
 class TableSettings:
     table_id: str
-    seats: Mapping[int, str]  # positions 2–7 → seat labels (RULES.md §6)
+    seats: Mapping[int, str]  # positions 2–7 → seat labels (docs/rules.md §6)
     rules: Rules
     chan_chu: Paytable
     jacks_beat: Paytable
@@ -729,7 +728,9 @@ class Table:
     def _player_setting(self, command: PlayerSetting) -> list[Effect]:
         r = self.round
         if r is None or not r.settled or r.voided or not r.dealer_cards:
-            raise ValueError("no settled round: a player sets only after the dealer (RULES.md §6)")
+            raise ValueError(
+                "no settled round: a player sets only after the dealer (docs/rules.md §6)"
+            )
         if command.round_id is not None and command.round_id != r.round_id:
             raise ValueError(f"round {command.round_id} is not the current round {r.round_id}")
         cards = r.seat_cards.get(command.seat)

@@ -1,4 +1,4 @@
-"""Device roles and the reconnect policy every transport shares (DESIGN.md "Drivers")."""
+"""Device roles and the reconnect policy every transport shares (docs/architecture.md "Drivers")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The USB HID dice reader: the USB transport reading the dice report codec (RULES.md §6).
+"""The USB HID dice reader: the USB transport reading the dice report codec (docs/rules.md §6).
 
 A roll becomes ``PositionDrawn(method="dice", dice=(a, b, c), number=position)``; the position
 is ((a + b + c − 1) mod 7) + 1 so the consumer need not recompute it, though it may.

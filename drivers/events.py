@@ -1,11 +1,11 @@
-"""Typed events that drivers put on the table's one event queue (DESIGN.md "One event stream").
+"""Typed events that drivers put on the table's one event queue (docs/architecture.md "One event
+stream").
 
-Every event is a frozen pydantic model with a ``kind`` discriminator, so the journal can store it
-as JSON and read it back as the same type (``parse_event``). Cards travel as canonical card text
+Every event is a frozen pydantic model with a ``kind`` discriminator, so the journal can store it as
+JSON and read it back as the same type (``parse_event``). Cards travel as canonical card text
 (``"As"``, ``"JK"``); a card code the codec does not know travels as ``"?"`` followed by the raw
-code in hex (``"?7f"``), so the deal check can call it a foreign card (RULES.md §6) and the round
-can be reconstructed from the journal.
-"""
+code in hex (``"?7f"``), so the deal check can call it a foreign card (docs/rules.md §6) and the
+round can be reconstructed from the journal."""
 
 from __future__ import annotations
 
@@ -68,7 +68,8 @@ class DealEnded(_Event):
 
 
 class PositionDrawn(_Event):
-    """Which position receives the first packet: an RNG number 1–7 or three dice (RULES.md §6)."""
+    """Which position receives the first packet: an RNG number 1–7 or three dice (docs/rules.md
+    §6)."""
 
     kind: Literal["position_drawn"] = "position_drawn"
     method: Literal["rng", "software_rng", "dice", "dice_manual"]

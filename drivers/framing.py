@@ -313,7 +313,7 @@ def card_texts(codes: bytes) -> tuple[tuple[str, ...], list[int]]:
     """Card texts of card code bytes (the code is the Card int, 0–52) and the unknown codes.
 
     An unknown code travels as ``foreign_code(raw)`` (``"?7f"``) so that the deal check calls it a
-    foreign card (RULES.md §6).
+    foreign card (docs/rules.md §6).
     """
     texts = []
     unknown = []

@@ -1,4 +1,4 @@
-"""Position sources for the first packet (RULES.md §6): the RNG box, or software.
+"""Position sources for the first packet (docs/rules.md §6): the RNG box, or software.
 
 ``RngBoxDevice`` reads the box's button presses (PositionDrawn method "rng"). ``SoftwareRng``
 is for tables without a box: it draws only when asked — the controller awaits ``draw()`` when

@@ -1,4 +1,4 @@
-"""The Pai Gow wager by Monte Carlo (RULES.md §5, §9): the dealer sets by the House Way; the
+"""The Pai Gow wager by Monte Carlo (docs/rules.md §5, §9): the dealer sets by the House Way; the
 player sets by the House Way too, or plays the best reply to the dealer's exposed setting.
 
 Every round is settled by the engine's ``wagers.settle_pai_gow``. The best reply is chosen by

@@ -1,5 +1,5 @@
 """Chan Chu, exactly: every line's combinations, probability and return, the house edge, and the
-Envy bonus's value per other player (RULES.md §8, §9).
+Envy bonus's value per other player (docs/rules.md §8, §9).
 
 The line a hand is paid is the engine's: ``wagers.chan_chu`` on a hand of each census profile
 (all hands of a profile contain the same lines, so they are paid alike); the Envy line is
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from controller.analysis.census import Census, Profile
-from controller.analysis.seeds import ENVY_WAGERS
+from controller.analysis.published import ENVY_WAGERS
 from controller.game.paytables import (
     CHAN_CHU_PAYTABLES,
     ENVY_PAYTABLES,

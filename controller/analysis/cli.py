@@ -1,9 +1,8 @@
-"""`paigow-table analyze`: the game's math, computed (RULES.md §9).
+"""`paigow-table analyze`: the game's math, computed (docs/rules.md §9).
 
 ``register(sub)`` adds the ``analyze`` subcommand to the top-level parser; each sub-subcommand
 prints a table for a person, or one JSON document with ``--json``. Progress goes to stderr, only
-when it is a terminal.
-"""
+when it is a terminal."""
 
 from __future__ import annotations
 
@@ -24,13 +23,13 @@ from controller.analysis.census import Census, full_census
 from controller.analysis.chan_chu import ChanChuFigures, all_chan_chu_figures, chan_chu_figures
 from controller.analysis.montecarlo import simulate
 from controller.analysis.progress import Progress
-from controller.analysis.seeds import (
-    SEED_001_BASE_GAME_HOUSE_EDGE,
-    SEED_001_DEALER_TWO_JACKS,
-    SEED_001_ENVY_PT3_PER_PLAYER_5_DOLLARS,
-    SEED_001_JACKS_BEAT_B,
-    SEED_001_JACKS_BEAT_B_HOUSE_EDGE,
-    SEED_001_PT3_COMBINATIONS,
+from controller.analysis.published import (
+    ANALYSIS_BASE_GAME_HOUSE_EDGE,
+    ANALYSIS_DEALER_TWO_JACKS,
+    ANALYSIS_ENVY_PT3_PER_PLAYER_5_DOLLARS,
+    ANALYSIS_JACKS_BEAT_B,
+    ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE,
+    ANALYSIS_PT3_COMBINATIONS,
 )
 from controller.analysis.side_bets import (
     JacksBeatGame,
@@ -78,32 +77,34 @@ def _pct(x: float, digits: int = 4) -> str:
 
 
 def print_chan_chu(f: ChanChuFigures, census: Census) -> None:
-    seed_pt3 = f.paytable == "PT3"
+    published_pt3 = f.paytable == "PT3"
     print(
         f"Chan Chu {f.paytable}: all {f.total:,} seven-card hands "
         f"({census.classes:,} classes, {census.seconds:.1f} s, {census.workers} workers)"
     )
     head = f"{'line':<26}{'pays':>6}{'combinations':>14}{'probability':>13}{'return':>11}"
-    print(head + (f"{'seed 001':>13}" if seed_pt3 else ""))
+    print(head + (f"{'published':>13}" if published_pt3 else ""))
     for line in f.lines:
         row = (
             f"{line.line:<26}{line.pays:>6}{line.combinations:>14,}"
             f"{line.probability:>13.8f}{line.ret:>11.6f}"
         )
-        if seed_pt3:
-            seed = SEED_001_PT3_COMBINATIONS[line.line]
+        if published_pt3:
+            seed = ANALYSIS_PT3_COMBINATIONS[line.line]
             row += f"{seed:>13,} {'=' if seed == line.combinations else '≠'}"
         print(row)
     posted = (
         ""
         if f.posted_house_edge is None
-        else f"   posted (seed 000) {_pct(f.posted_house_edge, 2)}"
+        else f"   posted (the rule sheet) {_pct(f.posted_house_edge, 2)}"
     )
     print(f"house edge {_pct(f.house_edge)}{posted}")
     if f.envy is not None:
         e = f.envy
         quoted = (
-            f" (seed 001: {_pct(SEED_001_ENVY_PT3_PER_PLAYER_5_DOLLARS, 2)})" if seed_pt3 else ""
+            f" (the outside analysis: {_pct(ANALYSIS_ENVY_PT3_PER_PLAYER_5_DOLLARS, 2)})"
+            if published_pt3
+            else ""
         )
         print(
             f"Envy {e.paytable}: worth ${e.value_dollars:.6f} per other player with a Chan Chu "
@@ -144,7 +145,7 @@ def cmd_dealer_jacks(args: argparse.Namespace) -> int:
     print(f"  counted      {float(dj.probability):.10f} = {_pct(float(dj.probability))}")
     print(f"  closed form  {float(dj.closed_form):.10f}   1 - (C(49,7) + 4*C(49,6)) / C(53,7)")
     print(f"  exactly equal: {'yes' if dj.probability == dj.closed_form else 'NO'}")
-    print(f"  seed 001 (lab report): {_pct(SEED_001_DEALER_TWO_JACKS, 2)}")
+    print(f"  the outside analysis (lab report): {_pct(ANALYSIS_DEALER_TWO_JACKS, 2)}")
     return 0 if dj.probability == dj.closed_form else 1
 
 
@@ -177,8 +178,8 @@ def print_base_game(f: BaseGameFigures) -> None:
     lo, hi = f.overall.ci95
     print(
         f"house edge {_pct(f.overall.house_edge, 3)}, 95% interval [{_pct(lo, 3)}, "
-        f"{_pct(hi, 3)}]; seed 001 (lab report, strategy unstated) "
-        f"{_pct(SEED_001_BASE_GAME_HOUSE_EDGE, 2)}"
+        f"{_pct(hi, 3)}]; the outside analysis (lab report, strategy unstated) "
+        f"{_pct(ANALYSIS_BASE_GAME_HOUSE_EDGE, 2)}"
     )
 
 
@@ -198,7 +199,7 @@ def print_side(f: SideFigures, seed: dict[str, float] | None = None) -> None:
     what = "exact" if f.ci95 is None else f"Monte Carlo, {f.total:,} rounds"
     print(f"{f.wager} paytable {f.paytable} ({what})")
     head = f"{'line':<28}{'pays':>6}{'probability':>13}{'return':>11}"
-    print(head + (f"{'seed 001':>13}" if seed else ""))
+    print(head + (f"{'published':>13}" if seed else ""))
     for line in f.lines:
         row = f"{line.line:<28}{line.pays:>6}{line.probability:>13.8f}{line.ret:>11.6f}"
         if seed:
@@ -218,9 +219,9 @@ def cmd_jacks_beat(args: argparse.Namespace) -> int:
         record = exact.to_dict()
         is_b = exact.paytable == "B"
         if is_b:
-            record["seed_001"] = {
-                "probability": SEED_001_JACKS_BEAT_B,
-                "house_edge": SEED_001_JACKS_BEAT_B_HOUSE_EDGE,
+            record["outside_analysis"] = {
+                "probability": ANALYSIS_JACKS_BEAT_B,
+                "house_edge": ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE,
             }
         mc = None
         if args.rounds:
@@ -235,11 +236,11 @@ def cmd_jacks_beat(args: argparse.Namespace) -> int:
             record["monte_carlo"] = mc.to_dict()
         records.append(record)
         if not args.json:
-            print_side(exact, SEED_001_JACKS_BEAT_B if is_b else None)
+            print_side(exact, ANALYSIS_JACKS_BEAT_B if is_b else None)
             if is_b:
                 print(
-                    f"  seed 001 (labels read as RULES.md §9): house edge "
-                    f"{_pct(SEED_001_JACKS_BEAT_B_HOUSE_EDGE)}"
+                    f"  the outside analysis (labels read as docs/rules.md §9): house edge "
+                    f"{_pct(ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE)}"
                 )
             if mc is not None:
                 print_side(mc)
@@ -345,8 +346,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``analyze`` and its sub-subcommands to the top-level parser's subcommands."""
     analyze = sub.add_parser(
         "analyze",
-        help="the game's math, computed (RULES.md §9)",
-        description="The game's math, computed by the engine's own rules (RULES.md §9).",
+        help="the game's math, computed (docs/rules.md §9)",
+        description="The game's math, computed by the engine's own rules (docs/rules.md §9).",
     )
     what = analyze.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
 
@@ -389,7 +390,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--ace-high-pushes",
         action="store_true",
-        help="the rule switch ace_high_pushes_pai_gow (RULES.md §5; default off)",
+        help="the rule switch ace_high_pushes_pai_gow (docs/rules.md §5; default off)",
     )
     _common(p, seeded=True)
     p.set_defaults(func=cmd_base_game)
@@ -404,7 +405,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--paytable",
         type=_jacks_beat_name,
         default="B",
-        help=f"{', '.join(JACKS_BEAT_PAYTABLES)} or all (default B, the one seed 001 analyses)",
+        help=f"{', '.join(JACKS_BEAT_PAYTABLES)} or all "
+        "(default B, the one the outside analysis analyses)",
     )
     p.add_argument(
         "--rounds", type=_non_negative, default=0, help="Monte Carlo rounds (default 0: none)"
@@ -428,7 +430,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = what.add_parser(
         "report",
-        help="write docs/math.md: every figure beside the seeds'",
+        help="write docs/math.md: every figure beside the sources'",
     )
     p.add_argument("--output", default="docs/math.md", help="default docs/math.md")
     p.add_argument(

@@ -2,7 +2,7 @@
 
 A hand is a rank multiset (the joker aside) and a suit for each card. Suits change a hand's
 value only through a suit that holds enough cards for a flush: five, or four beside the joker
-(RULES.md §2). Two suits cannot both do so with seven cards, so:
+(docs/rules.md §2). Two suits cannot both do so with seven cards, so:
 
 - **no flush suit**: every suit assignment of the multiset makes no flush, straight flush or
   seven-card flush, and the rules see ranks alone. One class; its weight is every assignment of
@@ -12,11 +12,10 @@ value only through a suit that holds enough cards for a flush: five, or four bes
   ``F``, that pattern) is the hand's whole suit structure, so each such class is an exact
   isomorphism class of hands.
 
-Each class carries one representative hand, which the analysis hands to the engine's own
-classifiers (``hands.evaluate``, ``wagers.chan_chu_lines``), and the number of hands it stands
-for. The weights add up to C(4·ranks + 1, 7): 154,143,080 for the full deck. Tests check the
-classes against every suit assignment of sampled multisets and against every hand of a small deck.
-"""
+Each class carries one representative hand, which the analysis hands to the engine's own classifiers
+(``hands.evaluate``, ``wagers.chan_chu_lines``), and the number of hands it stands for. The weights
+add up to C(4·ranks + 1, 7): 154,143,080 for the full deck. Tests check the classes against every
+suit assignment of sampled multisets and against every hand of a small deck."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""The figures the source documents publish (RULES.md §9), as data to set ours beside.
+"""The figures the source documents publish (docs/rules.md §9), as data to set ours beside.
 
-Seed 000 is the rule sheet (Chan Chu house edges); seed 001 the outside analysis (PT3 counts and
-returns, the Envy value, the base game's 1.82%, the Jacks Beat table). Seed 001's Jacks Beat rows
-are given here under the lines they belong to, read as RULES.md §9 explains (its labels are
-shifted by one row against its pays); ``SEED_001_JACKS_BEAT_LABELS`` keeps its own labels.
-"""
+From the rule sheet filed with the regulator: the Chan Chu house edges. From the outside analysis (a
+published math analysis of the game): the PT3 counts and returns, the Envy value, the base game's
+1.82%, the Jacks Beat table. The outside analysis's Jacks Beat rows are given here under the lines
+they belong to, read as docs/rules.md §9 explains (its labels are shifted by one row against its
+pays); ``ANALYSIS_JACKS_BEAT_LABELS`` keeps its own labels."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from controller.game.paytables import CHAN_CHU_PAYTABLES
 
 ALL_HANDS: Final = 154_143_080
 
-# Seed 001, Chan Chu, Binion's paytable (our PT3): combinations per line paid.
-SEED_001_PT3_COMBINATIONS: Final[dict[str, int]] = {
+# The outside analysis, Chan Chu, Binion's paytable (our PT3): combinations per line paid.
+ANALYSIS_PT3_COMBINATIONS: Final[dict[str, int]] = {
     "natural_7_straight_flush": 32,
     "royal_flush_royal_match": 72,
     "wild_7_straight_flush": 196,
@@ -30,20 +30,21 @@ SEED_001_PT3_COMBINATIONS: Final[dict[str, int]] = {
     "three_pair": 2_862_000,
     "other": 121_694_196,
 }
-SEED_001_PT3_HOUSE_EDGE: Final = 0.080008
+ANALYSIS_PT3_HOUSE_EDGE: Final = 0.080008
 
-# Seed 000, the posted Chan Chu house edges (fractions, not percent).
-SEED_000_CHAN_CHU_HOUSE_EDGE: Final[dict[str, float]] = {
+# The rule sheet, the posted Chan Chu house edges (fractions, not percent).
+RULE_SHEET_CHAN_CHU_HOUSE_EDGE: Final[dict[str, float]] = {
     name: round(table.posted_house_edge / 100, 6)
     for name, table in CHAN_CHU_PAYTABLES.items()
     if table.posted_house_edge is not None
 }
 
-# Seed 001: the Envy bonus (PT3) is worth 2.699¢ per other player, 0.54% of a $5 wager.
-SEED_001_ENVY_PT3_VALUE_DOLLARS: Final = 0.026990
-SEED_001_ENVY_PT3_PER_PLAYER_5_DOLLARS: Final = 0.0054
-# Seed 001's PT3 house edge by other players (rows) and Chan Chu wager (columns $5, $10, $25).
-SEED_001_ENVY_PT3_HOUSE_EDGE: Final[dict[int, tuple[float, float, float]]] = {
+# The outside analysis: the Envy bonus (PT3) is worth 2.699¢ per other player, 0.54% of a $5 wager.
+ANALYSIS_ENVY_PT3_VALUE_DOLLARS: Final = 0.026990
+ANALYSIS_ENVY_PT3_PER_PLAYER_5_DOLLARS: Final = 0.0054
+# The outside analysis's PT3 house edge by other players (rows) and Chan Chu wager (columns $5,
+# $10, $25).
+ANALYSIS_ENVY_PT3_HOUSE_EDGE: Final[dict[int, tuple[float, float, float]]] = {
     6: (0.0476, 0.0638, 0.0735),
     5: (0.0530, 0.0665, 0.0746),
     4: (0.0584, 0.0692, 0.0757),
@@ -54,15 +55,17 @@ SEED_001_ENVY_PT3_HOUSE_EDGE: Final[dict[int, tuple[float, float, float]]] = {
 }
 ENVY_WAGERS: Final = (5, 10, 25)
 
-# RULES.md §9: the dealer holds two or more Jacks 7.98% of the time (seed 001, lab report).
-SEED_001_DEALER_TWO_JACKS: Final = 0.0798
+# docs/rules.md §9: the dealer holds two or more Jacks 7.98% of the time (the outside analysis, lab
+# report).
+ANALYSIS_DEALER_TWO_JACKS: Final = 0.0798
 
-# Seed 001 quotes the lab report's base-game house edge without its player strategy.
-SEED_001_BASE_GAME_HOUSE_EDGE: Final = 0.0182
-SEED_001_FACE_UP_HOUSE_EDGE: Final = 0.0181
+# The outside analysis quotes the lab report's base-game house edge without its player strategy.
+ANALYSIS_BASE_GAME_HOUSE_EDGE: Final = 0.0182
+ANALYSIS_FACE_UP_HOUSE_EDGE: Final = 0.0181
 
-# Seed 001, Jacks Beat, paytable B: probability (joint with two dealer Jacks) by our line.
-SEED_001_JACKS_BEAT_B: Final[dict[str, float]] = {
+# The outside analysis, Jacks Beat, paytable B: probability (joint with two dealer Jacks) by our
+# line.
+ANALYSIS_JACKS_BEAT_B: Final[dict[str, float]] = {
     "five_aces": 0.00000070,
     "royal_flush": 0.00001006,
     "straight_flush": 0.00010112,
@@ -76,7 +79,7 @@ SEED_001_JACKS_BEAT_B: Final[dict[str, float]] = {
     "high_card": 0.01261686,
     "lose": 0.92015708,
 }
-SEED_001_JACKS_BEAT_LABELS: Final[dict[str, str]] = {
+ANALYSIS_JACKS_BEAT_LABELS: Final[dict[str, str]] = {
     "five_aces": "Five Aces",
     "royal_flush": "Royal Flush",
     "straight_flush": "Straight flush",
@@ -90,4 +93,4 @@ SEED_001_JACKS_BEAT_LABELS: Final[dict[str, str]] = {
     "high_card": "Pair",
     "lose": "Dealer qualified",
 }
-SEED_001_JACKS_BEAT_B_HOUSE_EDGE: Final = 0.088405
+ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE: Final = 0.088405

@@ -1,4 +1,5 @@
-"""docs/math.md: every figure of RULES.md §9 computed by the engine, beside the seeds' figures.
+"""docs/math.md: every figure of docs/rules.md §9 computed by the engine, beside the published
+figures.
 
 Run ``python -m controller.analysis.report [--output docs/math.md] [--rounds N] …`` or
 ``paigow-table analyze report``. The exact figures (census, Chan Chu, Envy, dealer Jacks, Jacks
@@ -20,21 +21,21 @@ from controller.analysis.census import Census, full_census
 from controller.analysis.chan_chu import ChanChuFigures, all_chan_chu_figures
 from controller.analysis.montecarlo import CHUNK_ROUNDS, simulate
 from controller.analysis.progress import Progress
-from controller.analysis.seeds import (
+from controller.analysis.published import (
     ALL_HANDS,
+    ANALYSIS_BASE_GAME_HOUSE_EDGE,
+    ANALYSIS_DEALER_TWO_JACKS,
+    ANALYSIS_ENVY_PT3_HOUSE_EDGE,
+    ANALYSIS_ENVY_PT3_PER_PLAYER_5_DOLLARS,
+    ANALYSIS_ENVY_PT3_VALUE_DOLLARS,
+    ANALYSIS_FACE_UP_HOUSE_EDGE,
+    ANALYSIS_JACKS_BEAT_B,
+    ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE,
+    ANALYSIS_JACKS_BEAT_LABELS,
+    ANALYSIS_PT3_COMBINATIONS,
+    ANALYSIS_PT3_HOUSE_EDGE,
     ENVY_WAGERS,
-    SEED_000_CHAN_CHU_HOUSE_EDGE,
-    SEED_001_BASE_GAME_HOUSE_EDGE,
-    SEED_001_DEALER_TWO_JACKS,
-    SEED_001_ENVY_PT3_HOUSE_EDGE,
-    SEED_001_ENVY_PT3_PER_PLAYER_5_DOLLARS,
-    SEED_001_ENVY_PT3_VALUE_DOLLARS,
-    SEED_001_FACE_UP_HOUSE_EDGE,
-    SEED_001_JACKS_BEAT_B,
-    SEED_001_JACKS_BEAT_B_HOUSE_EDGE,
-    SEED_001_JACKS_BEAT_LABELS,
-    SEED_001_PT3_COMBINATIONS,
-    SEED_001_PT3_HOUSE_EDGE,
+    RULE_SHEET_CHAN_CHU_HOUSE_EDGE,
 )
 from controller.analysis.side_bets import (
     DealerJacks,
@@ -84,7 +85,7 @@ def _summary(
 ) -> list[str]:
     pt3 = next(f for f in chan_chu if f.paytable == "PT3")
     counts_equal = all(
-        pt3.line(line).combinations == n for line, n in SEED_001_PT3_COMBINATIONS.items()
+        pt3.line(line).combinations == n for line, n in ANALYSIS_PT3_COMBINATIONS.items()
     )
     rows: list[list[object]] = [
         [
@@ -96,18 +97,18 @@ def _summary(
         [
             "Chan Chu PT3 combinations, 13 lines",
             "as seed" if counts_equal else "differ",
-            "seed 001",
+            "the outside analysis",
             _agree(counts_equal),
         ],
         [
             "Chan Chu PT3 house edge",
             pct(pt3.house_edge, 4),
-            pct(SEED_001_PT3_HOUSE_EDGE, 4),
-            _agree(_within(pt3.house_edge, SEED_001_PT3_HOUSE_EDGE, 0.0000005)),
+            pct(ANALYSIS_PT3_HOUSE_EDGE, 4),
+            _agree(_within(pt3.house_edge, ANALYSIS_PT3_HOUSE_EDGE, 0.0000005)),
         ],
     ]
     for f in chan_chu:
-        posted = SEED_000_CHAN_CHU_HOUSE_EDGE[f.paytable]
+        posted = RULE_SHEET_CHAN_CHU_HOUSE_EDGE[f.paytable]
         rows.append(
             [
                 f"Chan Chu {f.paytable} house edge (to 0.01 points)",
@@ -121,9 +122,9 @@ def _summary(
         [
             "Envy PT3: one other player, $5 wager",
             pct(pt3.envy.per_player(5), 4),
-            pct(SEED_001_ENVY_PT3_PER_PLAYER_5_DOLLARS),
+            pct(ANALYSIS_ENVY_PT3_PER_PLAYER_5_DOLLARS),
             _agree(
-                _within(pt3.envy.per_player(5), SEED_001_ENVY_PT3_PER_PLAYER_5_DOLLARS, 0.00005)
+                _within(pt3.envy.per_player(5), ANALYSIS_ENVY_PT3_PER_PLAYER_5_DOLLARS, 0.00005)
             ),
         ]
     )
@@ -131,16 +132,16 @@ def _summary(
         [
             "dealer two or more Jacks",
             pct(float(jacks.probability), 4),
-            pct(SEED_001_DEALER_TWO_JACKS),
-            _agree(_within(float(jacks.probability), SEED_001_DEALER_TWO_JACKS, 0.00005)),
+            pct(ANALYSIS_DEALER_TWO_JACKS),
+            _agree(_within(float(jacks.probability), ANALYSIS_DEALER_TWO_JACKS, 0.00005)),
         ]
     )
     rows.append(
         [
             "Jacks Beat B house edge",
             pct(jacks_b.house_edge, 4),
-            pct(SEED_001_JACKS_BEAT_B_HOUSE_EDGE, 4),
-            _agree(_within(jacks_b.house_edge, SEED_001_JACKS_BEAT_B_HOUSE_EDGE, POINT)),
+            pct(ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE, 4),
+            _agree(_within(jacks_b.house_edge, ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE, POINT)),
         ]
     )
     for strategy, g in games.items():
@@ -149,14 +150,15 @@ def _summary(
             [
                 f"base game, player {strategy}",
                 f"{pct(g.overall.house_edge, 3)} [{pct(lo, 3)}, {pct(hi, 3)}]",
-                pct(SEED_001_BASE_GAME_HOUSE_EDGE),
-                "inside the interval" if lo <= SEED_001_BASE_GAME_HOUSE_EDGE <= hi else "outside",
+                pct(ANALYSIS_BASE_GAME_HOUSE_EDGE),
+                "inside the interval" if lo <= ANALYSIS_BASE_GAME_HOUSE_EDGE <= hi else "outside",
             ]
         )
     return [
         "## Summary",
         "",
-        "Exact figures must equal the seeds' to the digits the seeds print (house edges to 0.01",
+        "Exact figures must equal the sources' to the digits the sources print "
+        "(house edges to 0.01",
         "percentage points); the base game's 1.82% is set beside two strategies, not matched.",
         "",
         *_table(["figure", "ours", "seed", "agrees"], rows),
@@ -177,7 +179,7 @@ def _chan_chu_section(census: Census, figures: list[ChanChuFigures]) -> list[str
         is_pt3 = f.paytable == "PT3"
         head = ["line", "pays", "combinations", "probability", "return"]
         if is_pt3:
-            head += ["seed 001", "equal"]
+            head += ["the outside analysis", "equal"]
         rows: list[list[object]] = []
         for line in f.lines:
             row: list[object] = [
@@ -188,17 +190,17 @@ def _chan_chu_section(census: Census, figures: list[ChanChuFigures]) -> list[str
                 f"{line.ret:.6f}",
             ]
             if is_pt3:
-                seed = SEED_001_PT3_COMBINATIONS[line.line]
+                seed = ANALYSIS_PT3_COMBINATIONS[line.line]
                 row += [f"{seed:,}", _agree(seed == line.combinations)]
             rows.append(row)
-        posted = SEED_000_CHAN_CHU_HOUSE_EDGE[f.paytable]
+        posted = RULE_SHEET_CHAN_CHU_HOUSE_EDGE[f.paytable]
         out += [
             f"### {f.paytable}",
             "",
             *_table(head, rows),
-            f"House edge **{pct(f.house_edge, 4)}** ({f.house_edge:.6f}); seed 000 posts "
+            f"House edge **{pct(f.house_edge, 4)}** ({f.house_edge:.6f}); the rule sheet posts "
             f"{pct(posted)}"
-            + (f", seed 001 prints {SEED_001_PT3_HOUSE_EDGE:.6f}." if is_pt3 else "."),
+            + (f", the outside analysis prints {ANALYSIS_PT3_HOUSE_EDGE:.6f}." if is_pt3 else "."),
             "",
         ]
     return out
@@ -233,8 +235,8 @@ def _envy_section(figures: list[ChanChuFigures]) -> list[str]:
             *_table(["line", "pays", "combinations", "probability", "value ($)"], rows),
         ]
         seed_value = (
-            f" Seed 001: ${SEED_001_ENVY_PT3_VALUE_DOLLARS:.6f}, "
-            f"{pct(SEED_001_ENVY_PT3_PER_PLAYER_5_DOLLARS)} of $5."
+            f" The outside analysis: ${ANALYSIS_ENVY_PT3_VALUE_DOLLARS:.6f}, "
+            f"{pct(ANALYSIS_ENVY_PT3_PER_PLAYER_5_DOLLARS)} of $5."
             if e.paytable == "PT3"
             else ""
         )
@@ -251,7 +253,7 @@ def _envy_section(figures: list[ChanChuFigures]) -> list[str]:
             for i, w in enumerate(ENVY_WAGERS):
                 cell = pct(e.house_edge_by_players[n][w])
                 if e.paytable == "PT3":
-                    cell += f" (seed {pct(SEED_001_ENVY_PT3_HOUSE_EDGE[n][i])})"
+                    cell += f" (seed {pct(ANALYSIS_ENVY_PT3_HOUSE_EDGE[n][i])})"
                 row.append(cell)
             rows2.append(row)
         out += [
@@ -284,7 +286,7 @@ def _jacks_section(jacks: DealerJacks) -> list[str]:
                     "",
                     f"{float(jacks.closed_form):.10f}",
                 ],
-                ["seed 001 (lab report)", "", pct(SEED_001_DEALER_TWO_JACKS)],
+                ["the outside analysis (lab report)", "", pct(ANALYSIS_DEALER_TWO_JACKS)],
             ],
         ),
         "Counted and closed form are the same fraction: "
@@ -303,7 +305,8 @@ def _jacks_beat_section(figures: list[SideFigures]) -> list[str]:
         "hands paid that line times the dealer hands with two Jacks among the 46 cards left, over",
         "C(53,7)·C(46,7). The line is the engine's `wagers.jacks_beat`.",
         "",
-        "Seed 001 analyses paytable B, its row labels shifted by one against its pays (RULES.md",
+        "The outside analysis analyses paytable B, its row labels shifted by one against its pays "
+        "(docs/rules.md",
         "§9); its rows are set beside the lines they belong to, its own label in brackets.",
         "",
     ]
@@ -311,7 +314,7 @@ def _jacks_beat_section(figures: list[SideFigures]) -> list[str]:
         is_b = f.paytable == "B"
         head = ["line", "pays", "probability", "return"]
         if is_b:
-            head += ["seed 001", "equal to 8 places"]
+            head += ["the outside analysis", "equal to 8 places"]
         rows: list[list[object]] = []
         for line in f.lines:
             row: list[object] = [
@@ -321,18 +324,21 @@ def _jacks_beat_section(figures: list[SideFigures]) -> list[str]:
                 f"{line.ret:.6f}",
             ]
             if is_b:
-                seed = SEED_001_JACKS_BEAT_B[line.line]
+                seed = ANALYSIS_JACKS_BEAT_B[line.line]
                 row += [
-                    f"{seed:.8f} ({SEED_001_JACKS_BEAT_LABELS[line.line]})",
+                    f"{seed:.8f} ({ANALYSIS_JACKS_BEAT_LABELS[line.line]})",
                     _agree(round(line.probability, 8) == seed),
                 ]
             rows.append(row)
-        seed_edge = f"; seed 001 {pct(SEED_001_JACKS_BEAT_B_HOUSE_EDGE, 4)}" if is_b else ""
+        seed_edge = (
+            f"; the outside analysis {pct(ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE, 4)}" if is_b else ""
+        )
         out += [f"### Paytable {f.paytable}", "", *_table(head, rows)]
         out += [f"House edge **{pct(f.house_edge, 4)}**{seed_edge}.", ""]
     b = next(f for f in figures if f.paytable == "B")
     out += [
-        f"Seed 001's house edge {SEED_001_JACKS_BEAT_B_HOUSE_EDGE:.6f} is the sum of its rounded",
+        f"The outside analysis's house edge {ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE:.6f} "
+        "is the sum of its rounded",
         f'returns; the exact one is {b.house_edge:.6f}. Its "dealer qualified" row, 0.92015708,',
         f"is one in the last place below 1 − P(two Jacks) = {b.line('lose').probability:.10f}.",
         "",
@@ -358,7 +364,7 @@ def _ace_high_section(figures: SideFigures, marginals: dict[str, float]) -> list
         "## Push Ace High (Monte Carlo)",
         "",
         f"{figures.total:,} deals (seed {figures.run.seed}), each settled by the engine's",
-        "`wagers.push_ace_high`. The seeds publish no figures for this wager.",
+        "`wagers.push_ace_high`. The sources publish no figures for this wager.",
         "",
         *_table(["line", "pays", "rounds", "probability", "return"], rows),
         f"House edge **{pct(figures.house_edge, 3)}**, 95% interval [{pct(lo, 3)}, {pct(hi, 3)}].",
@@ -414,7 +420,7 @@ def _base_game_section(games: dict[str, BaseGameFigures]) -> list[str]:
 
 
 def _implications(games: dict[str, BaseGameFigures]) -> list[str]:
-    seed = SEED_001_BASE_GAME_HOUSE_EDGE
+    seed = ANALYSIS_BASE_GAME_HOUSE_EDGE
     opt, hw = games.get("optimal"), games.get("house-way")
     lines: list[str] = []
     if opt is None or hw is None:
@@ -431,7 +437,8 @@ def _implications(games: dict[str, BaseGameFigures]) -> list[str]:
         else "lies outside both"
     )
     lines.append(
-        f"Seed 001 quotes {pct(seed)} from the lab report, which does not say how the player sets."
+        f"The outside analysis quotes {pct(seed)} from the lab report, "
+        "which does not say how the player sets."
         f" Against our House Way dealer, a player who copies the House Way faces "
         f"{pct(hw.overall.house_edge)} (95%: {pct(h_lo)} to {pct(h_hi)}); a player who plays the"
         f" best reply to the exposed hand faces {pct(opt.overall.house_edge)} ({pct(o_lo)} to"
@@ -464,7 +471,8 @@ def _implications(games: dict[str, BaseGameFigures]) -> list[str]:
     two_jacks = opt.by_class["two_jacks"].contribution
     ace_high = [g.by_class["ace_high"].contribution for g in (opt, hw)]
     lines.append(
-        f"- Seed 001 quotes {pct(SEED_001_FACE_UP_HOUSE_EDGE)} for Face Up Pai Gow, whose dealer"
+        f"- The outside analysis quotes {pct(ANALYSIS_FACE_UP_HOUSE_EDGE)} for Face Up Pai Gow, "
+        "whose dealer"
         " pushes on Ace-high pai gow instead of winning on two Jacks. Here the two-Jack rule"
         f" takes {pct(two_jacks)} of the wager from either player; an Ace-high push would"
         f" instead take back what Ace-high dealers give: {pct(-ace_high[0])} to the best reply,"
@@ -508,8 +516,8 @@ def build_report(*, rounds: int, side_rounds: int, seed: int, workers: int, rule
         "<!-- Generated by `python -m controller.analysis.report` "
         "(`paigow-table analyze report`); do not edit by hand. -->",
         "",
-        "Every figure that RULES.md §9 lists, computed by the engine's own rules",
-        "(`controller/game/`), beside the figure the seeds publish. Rules: wheel "
+        "Every figure that docs/rules.md §9 lists, computed by the engine's own rules",
+        "(`controller/game/`), beside the figure the sources publish. Rules: wheel "
         f"`{rules.wheel_rank}`, `ace_high_pushes_pai_gow` "
         f"{str(rules.ace_high_pushes_pai_gow).lower()}.",
         "Regenerate with:",

@@ -1,4 +1,4 @@
-"""The dealer's two Jacks, Jacks Beat and Push Ace High (RULES.md §8, §9).
+"""The dealer's two Jacks, Jacks Beat and Push Ace High (docs/rules.md §8, §9).
 
 - The chance of two or more dealer Jacks is counted: hands by how many Jacks they hold, each
   kind judged by the engine's ``wagers.dealer_has_two_jacks``, set beside the closed form.
@@ -182,8 +182,8 @@ class JacksBeatGame:
 
 @dataclass(frozen=True, slots=True)
 class PushAceHighGame:
-    """Push Ace High by Monte Carlo. Tally keys: line ids ("lose" when the dealer is not
-    Ace-high pai gow)."""
+    """Push Ace High by Monte Carlo. Tally keys: line ids ("lose" when the dealer is not Ace-high
+    pai gow)."""
 
     rules: Rules
 

@@ -7,9 +7,8 @@ name and JSON data) handed to every connected client's queue at once, so a resul
 browsers within milliseconds of its journal commit.
 
 The dealer's view of a round never carries a player's cards or side-wager results before the
-dealer's hand is set (RULES.md §6, "The dealer's hand is set and shown before any player's"):
-seats are included only in a settled round, which carries the dealer's setting (or two Jacks).
-"""
+dealer's hand is set (docs/rules.md §6, "The dealer's hand is set and shown before any player's"):
+seats are included only in a settled round, which carries the dealer's setting (or two Jacks)."""
 
 from __future__ import annotations
 

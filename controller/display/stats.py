@@ -1,6 +1,6 @@
 """Figures for the supervisor's charts, computed from journaled round results (pure functions).
 
-* the dealer's two-Jack rate against RULES.md §9's 7.98% (with a 95% Wilson interval, so a
+* the dealer's two-Jack rate against docs/rules.md §9's 7.98% (with a 95% Wilson interval, so a
   supervisor can tell chance from a problem), and its running rate round by round;
 * side-wager hits and pays: per wager, how many seat-rounds hit, the pays "to 1" summed, and the
   net result in currency where the wagers were entered; Chan Chu hits per line.
@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-# RULES.md §9: the dealer holds two or more Jacks in 1 − (C(49,7) + 4·C(49,6)) / C(53,7).
+# docs/rules.md §9: the dealer holds two or more Jacks in 1 − (C(49,7) + 4·C(49,6)) / C(53,7).
 EXPECTED_TWO_JACKS = 1 - (math.comb(49, 7) + 4 * math.comb(49, 6)) / math.comb(53, 7)
 SIDE_WAGERS = ("chan_chu", "jacks_beat", "push_ace_high")
 

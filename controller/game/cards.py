@@ -1,4 +1,4 @@
-"""Cards and the 53-card deck (RULES.md §1).
+"""Cards and the 53-card deck (docs/rules.md §1).
 
 A card is a small int (0–52) so that hands can be evaluated with table look-ups: natural cards
 are ``(rank - 2) * 4 + suit`` with ranks 2–14 (Ace = 14) and suits c d h s = 0–3; the joker is 52.
@@ -54,7 +54,7 @@ class Card(int):
 
     @property
     def rank(self) -> int:
-        """2–14; the joker reports 14 (it groups with Aces, RULES.md §2)."""
+        """2–14; the joker reports 14 (it groups with Aces, docs/rules.md §2)."""
         return ACE if self == JOKER_CODE else (self >> 2) + 2
 
     @property

@@ -1,4 +1,4 @@
-"""The deal (RULES.md §6): who gets the first packet, and the checks on every deal.
+"""The deal (docs/rules.md §6): who gets the first packet, and the checks on every deal.
 
 Positions are 1–7, counted counterclockwise, position 1 being the dealer. Packets are numbered
 1–7 in the order they were dealt (the first packet goes to the position the RNG or dice chose);
@@ -22,7 +22,7 @@ DEALT: Final = POSITIONS * PACKET_SIZE  # 49; the stub is the other four cards o
 DealStatus = Literal["ok", "dead", "misdeal"]
 CardInput = str | int
 
-# RULES.md §6 rule 3: a short deal kills the hands; every other fault is a misdeal.
+# docs/rules.md §6 rule 3: a short deal kills the hands; every other fault is a misdeal.
 DEAD_CODES: Final = frozenset({"short_packet", "missing_packet"})
 MISDEAL_CODES: Final = frozenset(
     {"long_packet", "extra_packet", "duplicate_card", "foreign_card", "second_joker", "bad_stub"}
@@ -37,12 +37,13 @@ def _position(n: object, what: str) -> int:
 
 
 def position_from_rng(n: int) -> int:
-    """RULES.md §6: the RNG's number 1–7 is the position that receives the first packet."""
+    """docs/rules.md §6: the RNG's number 1–7 is the position that receives the first packet."""
     return _position(n, "the RNG number")
 
 
 def position_from_dice(d1: int, d2: int, d3: int) -> int:
-    """RULES.md §6: three dice summing to s name position ((s - 1) mod 7) + 1 (dealer: 1, 8, 15)."""
+    """docs/rules.md §6: three dice summing to s name position ((s - 1) mod 7) + 1 (dealer: 1, 8,
+    15)."""
     for i, d in enumerate((d1, d2, d3), start=1):
         if isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= 6:
             raise ValueError(f"die {i} must show 1–6, got {d!r}")
@@ -50,7 +51,7 @@ def position_from_dice(d1: int, d2: int, d3: int) -> int:
 
 
 def packet_positions(first: int) -> tuple[int, ...]:
-    """RULES.md §6: the position receiving packet 1, 2, … 7 (index 0–6): first, first + 1, …
+    """docs/rules.md §6: the position receiving packet 1, 2, … 7 (index 0–6): first, first + 1, …
     counterclockwise, wrapping from 7 to 1."""
     start = _position(first, "the first position")
     return tuple((start - 1 + i) % POSITIONS + 1 for i in range(POSITIONS))
@@ -87,7 +88,8 @@ class DealProblem:
 
 @dataclass(frozen=True, slots=True)
 class DealCheck:
-    """The verdict on a deal: "ok", "dead" (RULES.md §6 rule 3) or "misdeal"; every problem found;
+    """The verdict on a deal: "ok", "dead" (docs/rules.md §6 rule 3) or "misdeal"; every problem
+    found;
     ``alarm`` when the deck's integrity is in doubt (a duplicate, foreign or second joker)."""
 
     status: DealStatus
@@ -132,7 +134,7 @@ _PACKET_CODES: Final = frozenset({"short_packet", "long_packet", "missing_packet
 def check_deal(
     packets: Sequence[Sequence[CardInput]], stub: Sequence[CardInput] | None = None
 ) -> DealCheck:
-    """RULES.md §6 checks on every deal; reports every problem found, in dealing order.
+    """docs/rules.md §6 checks on every deal; reports every problem found, in dealing order.
 
     ``packets`` holds the cards of each packet in dealing order (card texts or Card codes); a text
     that does not parse is a foreign card. ``stub`` is the four undealt cards when the device
@@ -228,7 +230,7 @@ def assign_packets(
     packets: Sequence[Sequence[CardInput]], first: int
 ) -> dict[int, tuple[Card, ...]]:
     """Position (1–7, in order) → its seven cards, for a deal that passes ``check_deal``
-    (DealError otherwise). RULES.md §6: packet 1 goes to ``first``, then counterclockwise."""
+    (DealError otherwise). docs/rules.md §6: packet 1 goes to ``first``, then counterclockwise."""
     positions = packet_positions(first)
     check = check_deal(packets)
     if not check.ok:

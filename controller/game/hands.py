@@ -1,10 +1,11 @@
-"""Hand values: five-card (back) and two-card (front) hands, with every joker rule (RULES.md §2–4).
+"""Hand values: five-card (back) and two-card (front) hands, with every joker rule (docs/rules.md
+§2–4).
 
 A value is an int key, so values compare with ``<`` and sort; ``HandValue`` is that int with a
 name ("three of a kind, sevens"). The key packs the category in bits 20–23 and up to five rank
 nibbles below it (most significant first), so ties between equal hands are exact and suits never
 matter. Straights carry one "straight rank" nibble: 15 for A-K-Q-J-T, 14 for the wheel when it
-ranks second highest (RULES.md §3), 5 when it ranks lowest, otherwise the high card.
+ranks second highest (docs/rules.md §3), 5 when it ranks lowest, otherwise the high card.
 
 ``evaluate`` takes 5, 6 or 7 cards and returns the value of the best five-card hand among them,
 computed directly from rank counts and suit masks (no enumeration of subsets), which the tests
@@ -87,7 +88,8 @@ def straight_table(wheel_high: bool = True) -> list[int]:
 
 
 def _flush_key(mask: int, joker: int) -> int:
-    """Five highest ranks of a suit mask; the joker takes the highest rank missing (RULES.md §2)."""
+    """Five highest ranks of a suit mask; the joker takes the highest rank missing (docs/rules.md
+    §2)."""
     ranks: list[int] = []
     joker_left = joker
     for r in range(ACE, 1, -1):
@@ -109,7 +111,7 @@ def _flush_key(mask: int, joker: int) -> int:
 
 
 def evaluate(cards: Sequence[int], wheel_high: bool = True) -> int:
-    """Key of the best five-card hand among 5–7 cards (joker semi-wild, RULES.md §2–3)."""
+    """Key of the best five-card hand among 5–7 cards (joker semi-wild, docs/rules.md §2–3)."""
     counts = [0] * 15
     suits = [0, 0, 0, 0]
     joker = 0
@@ -137,7 +139,8 @@ def evaluate(cards: Sequence[int], wheel_high: bool = True) -> int:
     if best_sf:
         return (Category.STRAIGHT_FLUSH << _CAT_SHIFT) | (best_sf << 16)
 
-    # From here on the joker is an Ace (RULES.md §2), except for completing a flush or straight.
+    # From here on the joker is an Ace (docs/rules.md §2), except for completing a flush or
+    # straight.
     counts[ACE] += joker
     quad = trip = trip2 = pair1 = pair2 = pair3 = 0
     singles: list[int] = []
@@ -200,7 +203,8 @@ def evaluate(cards: Sequence[int], wheel_high: bool = True) -> int:
 
 
 def front_key(a: int, b: int) -> int:
-    """Key of a two-card (front) hand, comparable with back keys for the foul test (RULES.md §4).
+    """Key of a two-card (front) hand, comparable with back keys for the foul test (docs/rules.md
+    §4).
 
     The joker is an Ace here (JK A is a pair of Aces; JK K is A-K).
     """
@@ -214,7 +218,7 @@ def front_key(a: int, b: int) -> int:
 
 
 def is_foul_keys(front: int, back: int) -> bool:
-    """RULES.md §4: the back must outrank the front; equal leading ranks favour the back."""
+    """docs/rules.md §4: the back must outrank the front; equal leading ranks favour the back."""
     return front > back
 
 
@@ -310,7 +314,7 @@ def front_value(cards: Sequence[int]) -> FrontValue:
 
 
 def is_foul(front: Sequence[int], back: Sequence[int], wheel_high: bool = True) -> bool:
-    """True when the two-card front outranks the five-card back (RULES.md §4)."""
+    """True when the two-card front outranks the five-card back (docs/rules.md §4)."""
     return is_foul_keys(front_key(front[0], front[1]), evaluate(back, wheel_high))
 
 

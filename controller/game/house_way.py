@@ -1,11 +1,12 @@
-"""The House Way of Dealer Open Pai Gow (RULES.md §7): seven cards → front, back and the rule id.
+"""The House Way of Dealer Open Pai Gow (docs/rules.md §7): seven cards → front, back, rule id.
 
 A rule names the front by ranks ("the low pair", "the two highest singletons"). ``_Ranks`` turns
-the seven cards into rank groups (the joker grouped as an Ace, RULES.md §2); each rule returns a
-*front spec*, a list of (rank, how many cards of that rank), and ``_choose`` picks the physical
-cards: the split whose back has the highest value, then the one that keeps the joker in back, then
-the smallest card codes (RULES.md §7, last paragraph). Complete hands (straight, flush, straight
-flush) that the rules do not defer are set by searching the 21 splits (``_complete_hand``).
+the seven cards into rank groups (the joker grouped as an Ace, docs/rules.md §2); each rule
+returns a *front spec*, a list of (rank, how many cards of that rank), and ``_choose`` picks the
+physical cards: the split whose back has the highest value, then the one that keeps the joker in
+back, then the smallest card codes (docs/rules.md §7, last paragraph). Complete hands (straight,
+flush, straight flush) that the rules do not defer are set by searching the 21 splits
+(``_complete_hand``).
 
 Guarantee: the result uses exactly the seven cards, never fouls (a foul raises HouseWayError, a
 program error) and does not depend on the order of the input.
@@ -89,7 +90,7 @@ _RANK_OF: Final = tuple(_rank(c) for c in range(53))
 
 
 class _Ranks:
-    """Rank groups of seven cards, the joker grouped with the Aces (RULES.md §2), and whether a
+    """Rank groups of seven cards, the joker grouped with the Aces (docs/rules.md §2), and whether a
     straight or flush is possible at all (only then is the hand's class worth evaluating)."""
 
     __slots__ = ("cards", "counts", "maybe_complete", "pairs", "quads", "singles", "trips")
@@ -157,18 +158,18 @@ class _Ranks:
         return Category.ONE_PAIR if self.pairs else Category.HIGH_CARD
 
 
-# --- the rules of RULES.md §7, each returning (rule id, front spec) ------------------------------
+# --- the rules of docs/rules.md §7, each returning (rule id, front spec) --------------------------
 
 
 def _five_aces(h: _Ranks) -> tuple[str, FrontSpec]:
     if h.count(KING) >= 2:
-        return "5A-KK", [(KING, 2)]  # RULES.md §7 Five Aces: two Kings in front
+        return "5A-KK", [(KING, 2)]  # docs/rules.md §7 Five Aces: two Kings in front
     return "5A", [(ACE, 2)]  # the joker stays in back through _choose's tie-break
 
 
 def _four_of_a_kind(h: _Ranks) -> tuple[str, FrontSpec]:
     quad = h.quads[0]
-    # "Contains a pair" includes a pair taken from a three of a kind (RULES.md §7).
+    # "Contains a pair" includes a pair taken from a three of a kind (docs/rules.md §7).
     pair = next((r for r in (*h.trips, *h.pairs) if r != quad), 0)
     if quad == ACE:
         if pair >= _SEVEN:
@@ -239,7 +240,8 @@ _BY_CATEGORY = {
 
 
 def _complete_hand_deferral(h: _Ranks) -> tuple[str, str, FrontSpec] | None:
-    """RULES.md §7 Complete Hand steps 1–3:: the hand holds a 4K, a full house, strong two pair."""
+    """docs/rules.md §7 Complete Hand steps 1–3:: the hand holds a 4K, a full house, strong two
+    pair."""
     if h.quads:
         rule, spec = _four_of_a_kind(h)
         return "CH→4K", rule, spec
@@ -248,7 +250,7 @@ def _complete_hand_deferral(h: _Ranks) -> tuple[str, str, FrontSpec] | None:
         return "CH→FH", rule, spec
     if len(h.pairs) >= 2:
         high, low = h.pairs[0], h.pairs[1]
-        # The joker counts as the Ace of "two pair and at least one Ace" (RULES.md §7).
+        # The joker counts as the Ace of "two pair and at least one Ace" (docs/rules.md §7).
         if (high >= QUEEN and low >= _SIX) or h.count(ACE) >= 1:
             rule, spec = _two_pair(h)
             return "CH→2P", rule, spec
@@ -266,8 +268,8 @@ def _back_of(cards: Sequence[int], front: tuple[int, int]) -> list[int]:
 def _choose(
     cards: Sequence[int], h: _Ranks, spec: FrontSpec, wheel_high: bool
 ) -> tuple[tuple[int, int], int]:
-    """The physical front for a spec of ranks (RULES.md §7: highest back, joker in back, order),
-    with the value of its back."""
+    """The physical front for a spec of ranks (docs/rules.md §7: highest back, joker in back,
+    order), with the value of its back."""
     counts = h.counts
     if all(counts[rank] == n for rank, n in spec):  # the ranks name the cards: no choice
         f = [c for rank, _ in spec for c in h.group(rank)]
@@ -306,7 +308,8 @@ def _may_be_complete(back: Sequence[int], table: list[int]) -> bool:
 
 
 def _complete_hand(cards: Sequence[int], wheel_high: bool) -> tuple[str, tuple[int, int], int]:
-    """RULES.md §7 Complete Hand step 4: first rule with a candidate: highest front, then back."""
+    """docs/rules.md §7 Complete Hand step 4: first rule with a candidate: highest front, then
+    back."""
     candidates: list[tuple[int, int, tuple[int, int]]] = []
     table = straight_table(wheel_high)
     for i, j in combinations(range(7), 2):
@@ -344,7 +347,7 @@ def _complete_hand(cards: Sequence[int], wheel_high: bool) -> tuple[str, tuple[i
 
 
 def house_way(cards: Sequence[int], rules: Rules = DEFAULT_RULES) -> Setting:
-    """Set seven cards by the House Way (RULES.md §7). Deterministic; never a foul."""
+    """Set seven cards by the House Way (docs/rules.md §7). Deterministic; never a foul."""
     if len(cards) != 7:
         raise CardError(f"the House Way sets seven cards, got {len(cards)}")
     check_distinct(cards)

@@ -1,4 +1,4 @@
-"""Paytables of the side wagers as data, selected by name (RULES.md §8).
+"""Paytables of the side wagers as data, selected by name (docs/rules.md §8).
 
 A paytable maps a line id to what the line pays: "to 1" for Chan Chu, Jacks Beat and Push Ace
 High (0 is a push, -1 a loss), whole dollars for the Chan Chu Envy bonus. Line ids are a contract
@@ -18,7 +18,7 @@ LOSS: Final = -1
 
 PayUnit = Literal["to_1", "dollars"]
 
-# RULES.md §8 Chan Chu, highest line first; settlement breaks equal pays by this order.
+# docs/rules.md §8 Chan Chu, highest line first; settlement breaks equal pays by this order.
 CHAN_CHU_LINES: Final[tuple[str, ...]] = (
     "any_7_straight_flush",
     "natural_7_straight_flush",
@@ -39,7 +39,7 @@ CHAN_CHU_LINES: Final[tuple[str, ...]] = (
     "other",
 )
 
-# RULES.md §8 Envy bonus.
+# docs/rules.md §8 Envy bonus.
 ENVY_LINES: Final[tuple[str, ...]] = (
     "natural_7_straight_flush",
     "royal_flush_royal_match",
@@ -50,7 +50,7 @@ ENVY_LINES: Final[tuple[str, ...]] = (
     "four_of_a_kind",
 )
 
-# RULES.md §8 Jacks Beat: the player's best five-card hand.
+# docs/rules.md §8 Jacks Beat: the player's best five-card hand.
 JACKS_BEAT_LINES: Final[tuple[str, ...]] = (
     "five_aces",
     "royal_flush",
@@ -65,7 +65,7 @@ JACKS_BEAT_LINES: Final[tuple[str, ...]] = (
     "high_card",
 )
 
-# RULES.md §8 Push Ace High.
+# docs/rules.md §8 Push Ace High.
 PUSH_ACE_HIGH_LINES: Final[tuple[str, ...]] = (
     "dealer_and_player_ace_high",
     "dealer_ace_high_joker",
@@ -125,9 +125,10 @@ _ENVY = "Envy"
 _JB = "Jacks Beat"
 _NO = None  # the paytable has no such line
 
-# The tables below are RULES.md §8 row for row, so they are kept aligned by hand.
+# The tables below are docs/rules.md §8 row for row, so they are kept aligned by hand.
 # fmt: off
-# RULES.md §8 Chan Chu ("to 1"; seed 000 decides: PT4 and PT5 pay three of a kind 3 to 1).
+# docs/rules.md §8 Chan Chu ("to 1"; the rule sheet decides: PT4 and PT5 pay three of a kind 3 to
+# 1).
 _CHAN_CHU_ROWS: Final[dict[str, tuple[int | None, ...]]] = {
     #                            PT1   PT2   PT3   PT4   PT5
     "any_7_straight_flush":     (5000, 2000, _NO,  _NO,  _NO),
@@ -149,9 +150,9 @@ _CHAN_CHU_ROWS: Final[dict[str, tuple[int | None, ...]]] = {
     "other":                    (LOSS, LOSS, LOSS, LOSS, LOSS),
 }
 _CHAN_CHU_NAMES: Final = ("PT1", "PT2", "PT3", "PT4", "PT5")
-_CHAN_CHU_EDGES: Final = (4.35, 5.84, 8.00, 7.77, 8.49)  # percent, seed 000
+_CHAN_CHU_EDGES: Final = (4.35, 5.84, 8.00, 7.77, 8.49)  # percent, the rule sheet
 
-# RULES.md §8 Envy bonus (dollars); only Chan Chu paytables 3–5 have one.
+# docs/rules.md §8 Envy bonus (dollars); only Chan Chu paytables 3–5 have one.
 _ENVY_ROWS: Final[dict[str, tuple[int | None, ...]]] = {
     #                            PT3   PT4   PT5
     "natural_7_straight_flush": (1000, 5000, 1000),
@@ -164,7 +165,7 @@ _ENVY_ROWS: Final[dict[str, tuple[int | None, ...]]] = {
 }
 _ENVY_NAMES: Final = ("PT3", "PT4", "PT5")
 
-# RULES.md §8 Jacks Beat (seed 002 Table 1, "to 1").
+# docs/rules.md §8 Jacks Beat (the rule sheet's second copy Table 1, "to 1").
 _JACKS_BEAT_ROWS: Final[dict[str, tuple[int | None, ...]]] = {
     #                    A     B     C     D
     "five_aces":        (1000, 1000, 1000, 1000),
@@ -180,9 +181,9 @@ _JACKS_BEAT_ROWS: Final[dict[str, tuple[int | None, ...]]] = {
     "high_card":        (5,    5,    5,    5),
 }
 _JACKS_BEAT_NAMES: Final = ("A", "B", "C", "D")
-_JACKS_BEAT_EDGES: Final = (None, 8.84, None, None)  # seed 001 analyses column B only
+_JACKS_BEAT_EDGES: Final = (None, 8.84, None, None)  # the outside analysis analyses column B only
 
-# RULES.md §8 Push Ace High ("to 1"), one posted paytable.
+# docs/rules.md §8 Push Ace High ("to 1"), one posted paytable.
 _PUSH_ACE_HIGH_ROWS: Final[dict[str, tuple[int | None, ...]]] = {
     #                              standard
     "dealer_and_player_ace_high": (40,),

@@ -1,4 +1,5 @@
-"""A set hand (front and back) and the rule switches of RULES.md that change the game's results."""
+"""A set hand (front and back) and the rule switches of docs/rules.md that change the game's
+results."""
 
 from __future__ import annotations
 
@@ -24,10 +25,10 @@ WheelRank = Literal["second_highest", "lowest"]
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    """The switches of RULES.md, with its defaults."""
+    """The switches of docs/rules.md, with its defaults."""
 
-    wheel_rank: WheelRank = "second_highest"  # RULES.md §3
-    ace_high_pushes_pai_gow: bool = False  # RULES.md §5
+    wheel_rank: WheelRank = "second_highest"  # docs/rules.md §3
+    ace_high_pushes_pai_gow: bool = False  # docs/rules.md §5
 
     @property
     def wheel_high(self) -> bool:

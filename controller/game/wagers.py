@@ -1,4 +1,4 @@
-"""Settlement of the Pai Gow wager and the side wagers (RULES.md §5, §8). Pure functions.
+"""Settlement of the Pai Gow wager and the side wagers (docs/rules.md §5, §8). Pure functions.
 
 Side wagers are settled from the seven cards alone, however they are set. Pays are "to 1"
 (0 is a push, -1 a loss) except the Envy bonus, which is whole dollars. Hand ranking is
@@ -33,7 +33,7 @@ from controller.game.paytables import (
 )
 from controller.game.setting import Rules, Setting
 
-ENVY_MINIMUM_WAGER: Final = 5  # RULES.md §8 Envy: only the player paid needs $5 or more
+ENVY_MINIMUM_WAGER: Final = 5  # docs/rules.md §8 Envy: only the player paid needs $5 or more
 
 # Rank bits for 7-card runs: bit r for ranks 2–14, and bit 1 for the Ace playing low.
 _LOW_ACE_BIT: Final = 1 << 1
@@ -85,12 +85,13 @@ class ChanChuResult:
 
 
 def dealer_has_two_jacks(cards7: Sequence[int]) -> bool:
-    """True for two or more natural Jacks among the cards (RULES.md §2, §5: never the joker)."""
+    """True for two or more natural Jacks among the cards (docs/rules.md §2, §5: never the
+    joker)."""
     return sum(1 for c in cards7 if c != JOKER_CODE and (c >> 2) + 2 == JACK) >= 2
 
 
 def chan_chu_lines(cards7: Sequence[int]) -> frozenset[str]:
-    """Every Chan Chu line whose combination the seven cards contain (RULES.md §8 Chan Chu).
+    """Every Chan Chu line whose combination the seven cards contain (docs/rules.md §8 Chan Chu).
 
     "other" is never included: it is what a hand is paid when no line of a paytable applies.
     Independent of the cards' order.
@@ -102,11 +103,11 @@ def chan_chu_lines(cards7: Sequence[int]) -> frozenset[str]:
         if c != JOKER_CODE:
             suit_masks[c & 3] |= 1 << (c >> 2)
     all_mask = suit_masks[0] | suit_masks[1] | suit_masks[2] | suit_masks[3]
-    # RULES.md §2: outside straights and flushes the joker groups with the Aces.
+    # docs/rules.md §2: outside straights and flushes the joker groups with the Aces.
     groups = sorted(Counter(DECK[c].rank for c in cards).values(), reverse=True)
     lines: set[str] = set()
 
-    # RULES.md §8 Chan Chu 7-card straight flush / straight, windows A-7 through 8-A.
+    # docs/rules.md §8 Chan Chu 7-card straight flush / straight, windows A-7 through 8-A.
     for mask in suit_masks:
         n = mask.bit_count()
         if n + joker < 7:
@@ -137,7 +138,7 @@ def chan_chu_lines(cards7: Sequence[int]) -> frozenset[str]:
     if straight_table()[all_mask | (joker << 13)]:
         lines.add("straight")
 
-    # RULES.md §8 Chan Chu: rank groups with the joker as an Ace.
+    # docs/rules.md §8 Chan Chu: rank groups with the joker as an Ace.
     top = groups[0]
     second = groups[1] if len(groups) > 1 else 0
     if top == 5:
@@ -156,7 +157,7 @@ def chan_chu_lines(cards7: Sequence[int]) -> frozenset[str]:
 
 
 def _has_royal_match(cards: tuple[int, ...]) -> bool:
-    """RULES.md §8 Royal Flush + R/M: the other two cards are a natural suited K-Q.
+    """docs/rules.md §8 Royal Flush + R/M: the other two cards are a natural suited K-Q.
 
     The five cards left must then be a royal flush; it is of another suit, since the joker can
     stand for only one of that suit's King and Queen.
@@ -188,7 +189,8 @@ def _best_line(lines: frozenset[str], paytable: Paytable) -> tuple[str, int] | N
 
 
 def chan_chu(cards7: Sequence[int], paytable: Paytable) -> ChanChuResult:
-    """RULES.md §8 Chan Chu: the highest-paying line of ``paytable`` the seven cards contain."""
+    """docs/rules.md §8 Chan Chu: the highest-paying line of ``paytable`` the seven cards
+    contain."""
     best = _best_line(chan_chu_lines(cards7), paytable)
     if best is None:
         return ChanChuResult("other", paytable.pays.get("other", LOSS))
@@ -196,7 +198,7 @@ def chan_chu(cards7: Sequence[int], paytable: Paytable) -> ChanChuResult:
 
 
 def envy_line(cards7: Sequence[int], paytable: Paytable) -> str | None:
-    """RULES.md §8 Envy: the highest envy line the seven cards hit, or None."""
+    """docs/rules.md §8 Envy: the highest envy line the seven cards hit, or None."""
     best = _best_line(chan_chu_lines(cards7), paytable)
     return None if best is None else best[0]
 
@@ -234,7 +236,7 @@ class EnvySettlement:
 def settle_envy(
     seats: Mapping[str, tuple[Sequence[int], Amount | None]], paytable: Paytable
 ) -> dict[str, EnvySettlement]:
-    """RULES.md §8 Envy bonus, for every seat given (seat label → seven cards, Chan Chu wager).
+    """docs/rules.md §8 Envy bonus, for every seat given (seat label → seven cards, Chan Chu wager).
 
     A seat with a Chan Chu wager of $5 or more is paid the envy amount for each *other* seat with
     a Chan Chu wager (any amount above zero) whose cards hit an envy line. Only players are seats:
@@ -266,7 +268,8 @@ def push_ace_high(
     rules: Rules,
     paytable: Paytable = PUSH_ACE_HIGH,
 ) -> SideResult:
-    """RULES.md §8 Push Ace High: wins when the dealer's best five is exactly Ace-high pai gow."""
+    """docs/rules.md §8 Push Ace High: wins when the dealer's best five is exactly Ace-high pai
+    gow."""
     dealer = _seven(dealer7, "dealer's hand")
     player = _seven(player7, "player's hand")
     if not is_ace_high_pai_gow(evaluate(dealer, rules.wheel_high)):
@@ -297,7 +300,7 @@ _JACKS_BEAT_LINE: Final = {
 def jacks_beat(
     dealer7: Sequence[int], player7: Sequence[int], paytable: Paytable, rules: Rules
 ) -> SideResult:
-    """RULES.md §8 Jacks Beat: wins only on two natural dealer Jacks; pays by the player's best
+    """docs/rules.md §8 Jacks Beat: wins only on two natural dealer Jacks; pays by the player's best
     five-card hand of seven, however the player sets it."""
     dealer = _seven(dealer7, "dealer's hand")
     player = _seven(player7, "player's hand")
@@ -315,7 +318,7 @@ class PaiGowOutcome(StrEnum):
 
 
 class Comparison(StrEnum):
-    """One hand against the dealer's: a copy (equal hands) goes to the dealer (RULES.md §5)."""
+    """One hand against the dealer's: a copy (equal hands) goes to the dealer (docs/rules.md §5)."""
 
     WIN = "win"
     LOSE = "lose"
@@ -327,9 +330,8 @@ class PaiGowResult:
     """The Pai Gow wager's outcome, why, and the back and front comparisons.
 
     ``reason`` is one of "foul", "dealer_two_jacks", "dealer_ace_high", "won_both", "won_one",
-    "won_neither". ``back``/``front`` are None when no hands were compared (dealer two Jacks);
-    a foul loses both; with the Ace-high push they report the comparisons the push overrides.
-    """
+    "won_neither". ``back``/``front`` are None when no hands were compared (dealer two Jacks); a
+    foul loses both; with the Ace-high push they report the comparisons the push overrides."""
 
     outcome: PaiGowOutcome
     reason: str
@@ -359,17 +361,17 @@ def _keys(setting: Setting, rules: Rules) -> tuple[int, int]:
 def settle_pai_gow(
     player: Setting, dealer: Setting | None, dealer_cards7: Sequence[int], rules: Rules
 ) -> PaiGowResult:
-    """RULES.md §5 The Pai Gow wager, settled in this order: the player's foul loses; the
+    """docs/rules.md §5 The Pai Gow wager, settled in this order: the player's foul loses; the
     dealer's two natural Jacks lose (``dealer`` is then None, or ignored); with
     ``rules.ace_high_pushes_pai_gow`` a dealer whose best five of seven is Ace-high pai gow
     pushes; otherwise back against back and front against front, copies to the dealer.
 
-    Raises ValueError for a dealer setting that fouls (a House Way error, RULES.md §4) or a
+    Raises ValueError for a dealer setting that fouls (a House Way error, docs/rules.md §4) or a
     missing dealer setting when the dealer has no two Jacks.
     """
     dealer_cards = _seven(dealer_cards7, "dealer's hand")
     p_back, p_front = _keys(player, rules)
-    if is_foul_keys(p_front, p_back):  # RULES.md §4: a foul loses both comparisons
+    if is_foul_keys(p_front, p_back):  # docs/rules.md §4: a foul loses both comparisons
         return PaiGowResult(PaiGowOutcome.LOSE, "foul", Comparison.LOSE, Comparison.LOSE)
     if dealer_has_two_jacks(dealer_cards):
         return PaiGowResult(PaiGowOutcome.LOSE, "dealer_two_jacks", None, None)
@@ -400,10 +402,9 @@ _OUTCOME_RANK: Final = {PaiGowOutcome.LOSE: 0, PaiGowOutcome.PUSH: 1, PaiGowOutc
 def best_setting_against(
     player7: Sequence[int], dealer: Setting, rules: Rules
 ) -> tuple[Setting, PaiGowResult]:
-    """The player's best reply to the dealer's set hand: over the 21 splits, fouls skipped, the
-    best outcome (win > push > lose); ties go to the highest back, then the highest front, then
-    the lexicographically smallest (sorted) front card codes. Deterministic for a set of cards.
-    """
+    """The player's best reply to the dealer's set hand: over the 21 splits, fouls skipped, the best
+    outcome (win > push > lose); ties go to the highest back, then the highest front, then the
+    lexicographically smallest (sorted) front card codes. Deterministic for a set of cards."""
     cards = tuple(DECK[c] for c in sorted(_seven(player7, "player's hand")))
     dealer_cards = dealer.cards
     best: tuple[tuple[int, int, int, tuple[int, ...]], Setting, PaiGowResult] | None = None

@@ -79,7 +79,8 @@ def crc8(data: bytes) -> int:
 
 
 def position_from_dice(dice: tuple[int, int, int]) -> int:
-    """The position the dice name: sum s → ((s − 1) mod 7) + 1, dealer = 1, 8, 15 (RULES.md §6)."""
+    """The position the dice name: sum s → ((s − 1) mod 7) + 1, dealer = 1, 8, 15 (docs/rules.md
+    §6)."""
     return (sum(dice) - 1) % 7 + 1
 
 
@@ -104,10 +105,9 @@ def encode_roll(seq: int, dice: tuple[int, int, int]) -> bytes:
 class DiceHidCodec:
     """Decodes the dice reader's reports into events for the device named ``device``.
 
-    Holds one piece of state, the sequence number of the last event, so that a report repeated
-    after a USB glitch is not a second roll. It survives reconnects on purpose; the device's
-    power-up status report (sequence 0) clears it, so a power-cycled reader's first roll counts.
-    """
+    Holds one piece of state, the sequence number of the last event, so that a report repeated after
+    a USB glitch is not a second roll. It survives reconnects on purpose; the device's power-up
+    status report (sequence 0) clears it, so a power-cycled reader's first roll counts."""
 
     def __init__(self, device: str) -> None:
         self.device = device

@@ -124,7 +124,8 @@ def encode_frame(lines: Sequence[str]) -> bytes:
 class PoleResult:
     """What the pole display should say: the dealer's setting, or a banner (which wins).
 
-    ``front``/``back`` are card texts ("As", "JK"), ``rule`` the House Way rule id (RULES.md §7);
+    ``front``/``back`` are card texts ("As", "JK"), ``rule`` the House Way rule id (docs/rules.md
+    §7);
     ``banner`` is a message such as "ALL HANDS DEAD", with an optional second line ``detail``.
     """
 

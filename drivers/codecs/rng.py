@@ -1,7 +1,7 @@
 """Reference RNG box (docs/protocols.md "RNG box").
 
 The dealer presses the box's button; the box draws a number 1–7 and sends DRAW. The number names
-the position that receives the first packet (RULES.md §6).
+the position that receives the first packet (docs/rules.md §6).
 """
 
 from __future__ import annotations

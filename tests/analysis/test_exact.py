@@ -1,5 +1,6 @@
-"""The exact figures of RULES.md §9 from the census of every hand: Chan Chu (seed 001's PT3
-counts, seed 000's house edges), the Envy value, the dealer's two Jacks, Jacks Beat."""
+"""The exact figures of docs/rules.md §9 from the census of every hand: Chan Chu (the outside
+analysis's PT3 counts, the rule sheet's house edges), the Envy value, the dealer's two Jacks, Jacks
+Beat."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import pytest
 
 from controller.analysis.census import Census
 from controller.analysis.chan_chu import all_chan_chu_figures, chan_chu_figures
-from controller.analysis.seeds import (
-    SEED_000_CHAN_CHU_HOUSE_EDGE,
-    SEED_001_ENVY_PT3_HOUSE_EDGE,
-    SEED_001_JACKS_BEAT_B,
-    SEED_001_JACKS_BEAT_B_HOUSE_EDGE,
-    SEED_001_PT3_COMBINATIONS,
-    SEED_001_PT3_HOUSE_EDGE,
+from controller.analysis.published import (
+    ANALYSIS_ENVY_PT3_HOUSE_EDGE,
+    ANALYSIS_JACKS_BEAT_B,
+    ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE,
+    ANALYSIS_PT3_COMBINATIONS,
+    ANALYSIS_PT3_HOUSE_EDGE,
+    RULE_SHEET_CHAN_CHU_HOUSE_EDGE,
 )
 from controller.analysis.side_bets import (
     ace_high_exact_marginals,
@@ -36,10 +37,10 @@ def test_census_counts_every_hand(census: Census) -> None:
 
 def test_chan_chu_pt3_counts_are_seed_001s_exactly(census: Census) -> None:
     pt3 = chan_chu_figures(census, "PT3")
-    assert {f.line: f.combinations for f in pt3.lines} == SEED_001_PT3_COMBINATIONS
+    assert {f.line: f.combinations for f in pt3.lines} == ANALYSIS_PT3_COMBINATIONS
     assert pt3.total == 154_143_080
-    assert round(pt3.house_edge, 6) == SEED_001_PT3_HOUSE_EDGE
-    assert round(pt3.line("straight").ret, 6) == 0.143168  # seed 001's return column
+    assert round(pt3.house_edge, 6) == ANALYSIS_PT3_HOUSE_EDGE
+    assert round(pt3.line("straight").ret, 6) == 0.143168  # the outside analysis's return column
 
 
 @pytest.mark.parametrize("name", ["PT1", "PT2", "PT3", "PT4", "PT5"])
@@ -47,7 +48,7 @@ def test_chan_chu_house_edges_are_seed_000s_to_a_hundredth_of_a_point(
     census: Census, name: str
 ) -> None:
     figures = chan_chu_figures(census, name)
-    assert abs(figures.house_edge - SEED_000_CHAN_CHU_HOUSE_EDGE[name]) < POINT_HUNDREDTH
+    assert abs(figures.house_edge - RULE_SHEET_CHAN_CHU_HOUSE_EDGE[name]) < POINT_HUNDREDTH
     assert sum(f.combinations for f in figures.lines) == census.total
     assert abs(sum(f.probability for f in figures.lines) - 1) < 1e-12
 
@@ -59,12 +60,12 @@ def test_envy_is_worth_0_54_percent_of_a_5_dollar_wager_per_other_player(census:
     assert envy is not None
     assert round(envy.value_dollars, 6) == 0.026990
     assert round(envy.per_player(5), 4) == 0.0054
-    for players, row in SEED_001_ENVY_PT3_HOUSE_EDGE.items():
+    for players, row in ANALYSIS_ENVY_PT3_HOUSE_EDGE.items():
         ours = envy.house_edge_by_players[players]
         assert [round(ours[w], 4) for w in (5, 10, 25)] == list(row)
-    # RULES.md §8: an envy line is one a hand is paid at least a four of a kind for.
+    # docs/rules.md §8: an envy line is one a hand is paid at least a four of a kind for.
     assert [f.line for f in envy.lines][-1] == "four_of_a_kind"
-    assert envy.lines[-1].combinations == SEED_001_PT3_COMBINATIONS["four_of_a_kind"]
+    assert envy.lines[-1].combinations == ANALYSIS_PT3_COMBINATIONS["four_of_a_kind"]
 
 
 def test_dealer_two_jacks_counted_equals_the_closed_form(census: Census) -> None:
@@ -83,13 +84,14 @@ def test_two_jack_hands_counts_by_jacks_left() -> None:
 
 def test_jacks_beat_b_is_seed_001s_table_read_as_rules_9_says(census: Census) -> None:
     figures = jacks_beat_exact(census, "B", Rules())
-    for line, seed in SEED_001_JACKS_BEAT_B.items():
+    for line, seed in ANALYSIS_JACKS_BEAT_B.items():
         ours = figures.line(line).probability
-        if line == "lose":  # seed 001 prints 0.92015708 for 1 - 0.0798429096: one in the 8th place
+        # the outside analysis prints 0.92015708 for 1 - 0.0798429096: one in the 8th place
+        if line == "lose":
             assert abs(ours - seed) < 1.5e-8
         else:
             assert round(ours, 8) == seed, line
-    assert abs(figures.house_edge - SEED_001_JACKS_BEAT_B_HOUSE_EDGE) < POINT_HUNDREDTH
+    assert abs(figures.house_edge - ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE) < POINT_HUNDREDTH
     assert abs(sum(f.probability for f in figures.lines) - 1) < 1e-12
 
 

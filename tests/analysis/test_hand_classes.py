@@ -49,7 +49,7 @@ def multiset_of(text: str) -> tuple[Multiset, bool]:
     return tuple(sorted(ranks.items())), any(c.is_joker for c in cards)
 
 
-# Multisets where the suits decide the rarest lines (RULES.md §8 Chan Chu).
+# Multisets where the suits decide the rarest lines (docs/rules.md §8 Chan Chu).
 CHOSEN = [
     "As 2s 3s 4s 5s 6s 7s",  # natural 7-card straight flush, ace low
     "8s 9s Ts Js Qs Ks As",  # natural 7-card straight flush, ace high; royal

@@ -89,7 +89,7 @@ def test_base_game_figures_split_by_dealer_class() -> None:
         o.house_edge
     )
     jacks = figures.by_class["two_jacks"]
-    assert jacks.lose == 1 and jacks.house_edge == 1  # RULES.md §5: every wager loses
+    assert jacks.lose == 1 and jacks.house_edge == 1  # docs/rules.md §5: every wager loses
     lo, hi = o.ci95
     assert lo < o.house_edge < hi
     record = figures.to_dict()

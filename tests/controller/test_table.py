@@ -1,4 +1,4 @@
-"""The round state machine through every path of RULES.md §6, with no I/O."""
+"""The round state machine through every path of docs/rules.md §6, with no I/O."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_a_whole_deal_settles_with_the_house_way_for_the_dealer(
     [result] = closed(effects)
     p = result.payload
     assert p.status == "settled" and p.first_position and p.first_position.position == first
-    # Packet 0 goes to the first position, then counterclockwise (RULES.md §6).
+    # Packet 0 goes to the first position, then counterclockwise (docs/rules.md §6).
     dealer_packet = (1 - first) % 7
     dealer_cards = deck[7 * dealer_packet : 7 * dealer_packet + 7]
     assert p.dealer is not None and p.dealer.cards == dealer_cards

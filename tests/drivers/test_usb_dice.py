@@ -48,7 +48,7 @@ WAIT = 2.0  # seconds any one event may take; the brief's bound for resuming aft
 
 
 def rules_position(dice: tuple[int, int, int]) -> int:
-    """RULES.md §6, written out independently of the codec."""
+    """docs/rules.md §6, written out independently of the codec."""
     return (sum(dice) - 1) % 7 + 1
 
 

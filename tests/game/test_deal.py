@@ -1,4 +1,5 @@
-"""The deal (RULES.md §6): positions from the RNG and the dice, packets, and every deal check."""
+"""The deal (docs/rules.md §6): positions from the RNG and the dice, packets, and every deal
+check."""
 
 from __future__ import annotations
 
@@ -131,7 +132,7 @@ def test_a_short_packet_whose_card_is_in_the_stub_is_still_dead() -> None:
 
 
 def test_a_short_packet_is_dead_even_when_its_card_is_not_in_the_stub() -> None:
-    # RULES.md §6 rule 3 decides; a card the reader missed (a lost frame) is no deck fault.
+    # docs/rules.md §6 rule 3 decides; a card the reader missed (a lost frame) is no deck fault.
     packets, stub = deal()
     packets[2] = packets[2][:6]
     check = check_deal(packets, stub)

@@ -1,4 +1,4 @@
-"""Hand values against RULES.md §1–4, and against an independent brute-force reference."""
+"""Hand values against docs/rules.md §1–4, and against an independent brute-force reference."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def _plain_key(cards: list[tuple[int, int]], wheel_high: bool) -> tuple[int, ...
 
 
 def reference_five(cards: list[int], wheel_high: bool = True) -> tuple[int, ...]:
-    """RULES.md §2 read literally: the joker completes a straight or flush (as any card not in
+    """docs/rules.md §2 read literally: the joker completes a straight or flush (as any card not in
     the hand), otherwise it is an Ace; A A A A JK is five Aces."""
     naturals = [((c >> 2) + 2, c & 3) for c in cards if c != 52]
     if len(naturals) == 5:
@@ -95,7 +95,7 @@ def h(text: str) -> list[int]:
     return [int(c) for c in parse_cards(text)]
 
 
-# --- RULES.md §1: notation ----------------------------------------------------------------------
+# --- docs/rules.md §1: notation -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -134,7 +134,7 @@ def test_deck_has_53_distinct_cards_with_one_joker() -> None:
     assert card(14, 3) == parse_card("As") and parse_card("As").rank == 14 and JOKER.rank == 14
 
 
-# --- RULES.md §2: the joker ---------------------------------------------------------------------
+# --- docs/rules.md §2: the joker ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -182,7 +182,7 @@ def test_joker_is_not_wild_for_pairs() -> None:
     assert hand_value(h("Ah Ad Ks Kd JK")).name == "full house, aces over kings"
 
 
-# --- RULES.md §3: ranking and the wheel ---------------------------------------------------------
+# --- docs/rules.md §3: ranking and the wheel ------------------------------------------------------
 
 
 def test_wheel_ranks_second_highest_by_default_and_lowest_when_switched() -> None:
@@ -219,7 +219,7 @@ def test_two_card_hands() -> None:
     assert front_value(h("As Ad")) > front_value(h("Ks Kd"))
 
 
-# --- RULES.md §4: the foul ----------------------------------------------------------------------
+# --- docs/rules.md §4: the foul -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

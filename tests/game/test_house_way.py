@@ -1,9 +1,8 @@
-"""The House Way (RULES.md §7): every rule id with at least three hands, and its properties.
+"""The House Way (docs/rules.md §7): every rule id with at least three hands, and its properties.
 
 Each case gives the seven cards, the front the rules text asks for, and the rule id. Where the
-front's ranks can be taken from several physical cards, the expected cards follow RULES.md §7's
-tie-break (highest back, joker in back, then the lowest card codes: clubs before diamonds ...).
-"""
+front's ranks can be taken from several physical cards, the expected cards follow docs/rules.md §7's
+tie-break (highest back, joker in back, then the lowest card codes: clubs before diamonds ...)."""
 
 from __future__ import annotations
 
@@ -102,14 +101,14 @@ CASES: list[tuple[str, str, str]] = [
     ("JK Kd 7h 5s 3c Td 9h", "Kd Td", "HC"),
     ("Qc Jd 9h 7s 5c 3d 2h", "Jd 9h", "HC"),
     # Complete Hand, deferred
-    ("As Ah Ad JK 2s 3s 4s", "Ah Ad", "CH→4K/4K-A"),  # RULES.md §7's own example
+    ("As Ah Ad JK 2s 3s 4s", "Ah Ad", "CH→4K/4K-A"),  # docs/rules.md §7's own example
     ("Ac Ad Ah JK 2c 3d 4h", "Ac Ad", "4K-A"),  # 4K beats the straight, which stays in back
     ("As Ah Ad JK Ks Qs Js", "Ah Ad", "CH→4K/4K-A"),  # keeps the royal As Ks Qs Js JK in back
     ("Ac Ad Ah JK Kh Qh Jh", "Ac Ad", "CH→4K/4K-A"),
     ("As Ad JK 2s 2d 3s 4s", "2d 2s", "CH→FH/FH"),
     ("Ac Ad JK 3c 3d 4c 5c", "3c 3d", "CH→FH/FH"),
     ("Ah Ac JK 4h 4c 3h 5h", "4c 4h", "CH→FH/FH"),
-    ("Qs Qh 6s 6h 2s 8s 9s", "9s 8s", "CH→2P/2P"),  # RULES.md §7: 9-8 | Q Q 6 6 2
+    ("Qs Qh 6s 6h 2s 8s 9s", "9s 8s", "CH→2P/2P"),  # docs/rules.md §7: 9-8 | Q Q 6 6 2
     ("Ac Ad 5h 5s 2c 3d 4h", "5h 5s", "CH→2P/2P-AA"),
     ("JK 9c 9d 8h 8s Tc 7d", "JK Tc", "CH→2P/2P"),  # the joker is the Ace, not the straight
     # Complete Hand, searched
@@ -149,7 +148,8 @@ def test_every_rule_id_has_at_least_three_cases() -> None:
 
 
 def test_joker_choice_keeps_the_straight_flush_in_back() -> None:
-    # RULES.md §7: A♥ A♦ in front leaves the wheel straight flush; A♠ A♥ would leave a straight.
+    # docs/rules.md §7: A♥ A♦ in front leaves the wheel straight flush; A♠ A♥ would leave a
+    # straight.
     setting = house_way(parse_cards("As Ah Ad JK 2s 3s 4s"))
     assert setting.back_value.name == "straight flush, five high (wheel)"
 

@@ -1,4 +1,4 @@
-"""Paytables as data (RULES.md §8): names, lines and every pay as the rules post them."""
+"""Paytables as data (docs/rules.md §8): names, lines and every pay as the rules post them."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from controller.game.paytables import (
     push_ace_high_paytable,
 )
 
-# RULES.md §8 Chan Chu table, copied here by hand so that a typo in the module cannot hide.
+# docs/rules.md §8 Chan Chu table, copied here by hand so that a typo in the module cannot hide.
 _ = None
 CHAN_CHU_TABLE = {
     "any_7_straight_flush": (5000, 2000, _, _, _),
@@ -135,7 +135,7 @@ def test_unknown_names_raise_a_clear_error() -> None:
         chan_chu_paytable("PT9")
     assert str(err.value) == 'unknown Chan Chu paytable "PT9" (expected PT1, PT2, PT3, PT4, PT5)'
     assert isinstance(err.value, ValueError)
-    for name in ("PT1", "PT2"):  # RULES.md §8: Envy exists only for PT3–PT5
+    for name in ("PT1", "PT2"):  # docs/rules.md §8: Envy exists only for PT3–PT5
         with pytest.raises(PaytableError, match=r'unknown Envy paytable "PT\d" \(expected PT3'):
             envy_paytable(name)
     with pytest.raises(PaytableError, match=r"expected A, B, C, D"):

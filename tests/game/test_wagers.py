@@ -1,4 +1,4 @@
-"""Side wagers and the Pai Gow wager, from the text of RULES.md §5 and §8."""
+"""Side wagers and the Pai Gow wager, from the text of docs/rules.md §5 and §8."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def setting(text: str) -> Setting:
     return Setting.from_front(f + b, f)
 
 
-# --- Chan Chu: which lines seven cards contain (RULES.md §8) -------------------------------
+# --- Chan Chu: which lines seven cards contain (docs/rules.md §8) -------------------------------
 
 
 def test_natural_7_card_straight_flush_8_to_ace() -> None:
@@ -279,7 +279,8 @@ def test_chan_chu_lines_do_not_depend_on_order(codes: list[int], rnd: random.Ran
 
 
 def test_rare_line_counts_are_seed_001s() -> None:
-    """RULES.md §9: exact PT3 counts of the rare lines, by enumerating every hand holding one."""
+    """docs/rules.md §9: exact PT3 counts of the rare lines, by enumerating every hand holding
+    one."""
     pt3 = PT["PT3"]
     hands: set[frozenset[int]] = set()
     for suit in range(4):
@@ -303,7 +304,8 @@ def test_rare_line_counts_are_seed_001s() -> None:
 
 
 def test_line_frequencies_match_seed_001_on_a_random_sample() -> None:
-    """20,000 seeded random hands against seed 001's PT3 probabilities (loose bounds)."""
+    """20,000 seeded random hands against the outside analysis's PT3 probabilities (loose
+    bounds)."""
     probabilities = {
         "full_house": 0.02717299,
         "flush": 0.04004129,
@@ -323,7 +325,7 @@ def test_line_frequencies_match_seed_001_on_a_random_sample() -> None:
         assert abs(counts[line] - expected) < 5 * sd + 2, (line, counts[line], expected)
 
 
-# --- Envy bonus (RULES.md §8) ------------------------------------------------------------
+# --- Envy bonus (docs/rules.md §8) ------------------------------------------------------------
 
 FOUR_KINGS = h("Kc Kd Kh Ks 2c 5d 9h")
 ROYAL = h("Ah Qh Jh Th JK 3c 4d")
@@ -377,7 +379,7 @@ def test_envy_without_triggers_and_bad_wagers() -> None:
         settle_envy({"1": (NOTHING, -5)}, envy_paytable("PT3"))
 
 
-# --- Push Ace High (RULES.md §8) ---------------------------------------------------------
+# --- Push Ace High (docs/rules.md §8) ---------------------------------------------------------
 
 DEALER_ACE_HIGH = h("As Jd 9h 7c 5s 3d 2h")
 DEALER_JOKER_HIGH = h("JK Jd 9h 7c 5s 3d 2h")
@@ -424,7 +426,7 @@ def test_push_ace_high_loses_unless_exactly_ace_high(dealer: str) -> None:
     assert push_ace_high(h(dealer), PLAYER_PAIR, RULES) == SideResult("lose", -1)
 
 
-# --- Jacks Beat (RULES.md §8) ------------------------------------------------------------
+# --- Jacks Beat (docs/rules.md §8) ------------------------------------------------------------
 
 TWO_JACKS = h("Jc Jd 9h 7c 5s 3d 2h")
 JACKS_BEAT_HANDS = {
@@ -479,7 +481,7 @@ def test_dealer_has_two_jacks() -> None:
     assert not dealer_has_two_jacks(h("Jc Qd Qh 7c 5s 3d 2h"))
 
 
-# --- The Pai Gow wager (RULES.md §5) -----------------------------------------------------
+# --- The Pai Gow wager (docs/rules.md §5) -----------------------------------------------------
 
 DEALER = setting("Qs Jh | Tc Td 7s 6c 2d")  # pair of Tens behind Q-J
 DEALER_CARDS = DEALER.cards
