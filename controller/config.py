@@ -16,11 +16,10 @@ import difflib
 import ipaddress
 import os
 import re
-import sys
 import tomllib
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple, TextIO
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
     AfterValidator,
@@ -879,26 +878,3 @@ def summary(config: Config) -> list[str]:
     )
     lines.append(f"journal: {config.journal.path} (synchronous {config.journal.synchronous})")
     return lines
-
-
-def check_config_main(
-    path: str | os.PathLike[str],
-    *,
-    known_drivers: Mapping[str, Collection[str]] | None = None,
-    stdout: TextIO | None = None,
-    stderr: TextIO | None = None,
-) -> int:
-    """``paigow-table check-config FILE``: print each error as ``FILE: KEY: MESSAGE`` on stderr
-    and return 1, or print a short summary on stdout and return 0."""
-    out = stdout if stdout is not None else sys.stdout
-    err = stderr if stderr is not None else sys.stderr
-    try:
-        config = load_config(path, known_drivers=known_drivers)
-    except ConfigError as exc:
-        for issue in exc.errors:
-            print(issue, file=err)
-        return 1
-    print(f"{os.fspath(path)}: OK", file=out)
-    for line in summary(config):
-        print(f"  {line}", file=out)
-    return 0

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import structlog
 
 from controller import __version__
-from controller.config import Config, ConfigError, ConfigIssue, SerialDevice
+from controller.config import Config, ConfigError
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
 from controller.journal import Journal, OutboxMessage, VoidedRound, utc_now
 from controller.logging import bind_round, unbind_round
@@ -41,7 +41,7 @@ from controller.table import (
     TableSettings,
     Tick,
 )
-from drivers.base import Backoff, Device, DisplaySink
+from drivers.base import Device
 from drivers.events import DeviceEventBase, DeviceOffline, PositionDrawn
 from drivers.rng import SoftwareRng
 
@@ -78,49 +78,6 @@ def table_settings(config: Config) -> TableSettings:
         jacks_beat=jacks_beat_paytable(p.jacks_beat),
         envy=envy_paytable(p.chan_chu) if p.envy else None,
     )
-
-
-def _with_backoff(settings: dict[str, Any]) -> dict[str, Any]:
-    """Drivers that take a Backoff object get one from the config's backoff_* options."""
-    initial = settings.pop("backoff_initial", None)
-    cap = settings.pop("backoff_cap", None)
-    if initial is not None or cap is not None:
-        default = Backoff()
-        settings["backoff"] = Backoff(
-            initial=float(initial if initial is not None else default.initial),
-            cap=float(cap if cap is not None else default.cap),
-        )
-    return settings
-
-
-def build_devices(config: Config, file: str = "<config>") -> tuple[list[Device], list[DisplaySink]]:
-    """The drivers the config names (card and position sources, the pole display, each run by
-    the daemon) and the display sinks among them. A device its driver refuses is a ConfigError
-    naming the device's key, so the daemon never starts half-configured."""
-    from drivers.dice import UsbDiceReader
-    from drivers.pole import SerialPoleDisplay
-    from drivers.registry import open_device
-
-    devices: list[Device] = []
-    sinks: list[DisplaySink] = []
-    issues: list[ConfigIssue] = []
-    for name, dev in config.devices.items():
-        try:
-            if dev.role == "pole":
-                if not isinstance(dev, SerialDevice):
-                    raise ValueError('a pole display is a serial device (transport = "serial")')
-                pole = SerialPoleDisplay(name=name, **_with_backoff(dev.settings()))
-                sinks.append(pole)
-                devices.append(pole)  # its run loop keeps the port open and writes the latest text
-            elif dev.driver == "hid_dice":
-                devices.append(UsbDiceReader(name=name, **_with_backoff(dev.settings())))
-            else:
-                devices.append(open_device(name, dev.driver, dev.transport, **dev.settings()))
-        except (TypeError, ValueError) as exc:
-            issues.append(ConfigIssue(file, f"devices.{name}", str(exc)))
-    if issues:
-        raise ConfigError(issues)
-    return devices, sinks
 
 
 @dataclass
@@ -397,11 +354,13 @@ async def run_from_config(
     path: str, *, extra_services: Callable[[Daemon], Iterable[Service]] | None = None
 ) -> int:
     """`paigow-table run --config FILE`: 0 after a clean stop, 78 on a config error."""
-    from controller.config import EXIT_CONFIG_ERROR, load_config
+    from controller.config import EXIT_CONFIG_ERROR
+    from controller.config_check import load_checked
+    from controller.devices import build_devices
     from controller.logging import bind_table, configure_logging
 
     try:
-        config = load_config(path)
+        config, warnings = load_checked(path)
     except ConfigError as exc:
         for issue in exc.errors:
             print(issue, file=sys.stderr, flush=True)
@@ -409,12 +368,9 @@ async def run_from_config(
     # Before anything that logs (the drivers): every line of `run` follows [logging].
     configure_logging(config.logging.level, config.logging.format)
     bind_table(config.table.id)
-    try:
-        devices, sinks = build_devices(config, path)
-    except ConfigError as exc:
-        for issue in exc.errors:
-            print(issue, file=sys.stderr, flush=True)
-        return EXIT_CONFIG_ERROR
+    for warning in warnings:
+        log.warning("config_warning", file=warning.file, key=warning.key, detail=warning.message)
+    devices, sinks = build_devices(config, path)
     journal = Journal.open(
         config.journal.path, config.table.id, synchronous=config.journal.synchronous
     )

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TextIO
 
 from controller.config import Config, parse_config
-from controller.daemon import Daemon, Service, build_devices
+from controller.daemon import Daemon, Service
+from controller.devices import build_devices
 from controller.display import DisplayService
 from controller.journal import Journal
 from controller.logging import configure_logging

@@ -65,13 +65,22 @@ def codec_for(driver: str) -> Callable[[str], Codec]:
 
 
 def driver_names() -> list[str]:
-    return sorted([*DRIVERS, SOFTWARE_RNG])
+    return sorted(driver_roles())
+
+
+HID_DICE: Final = "hid_dice"
+"""The USB HID dice reader (drivers/dice.py)."""
+ESC_POS_POLE: Final = "esc_pos_pole"
+"""The 2×20 ESC/POS pole display (drivers/pole.py)."""
 
 
 def driver_roles() -> dict[str, frozenset[str]]:
-    """Driver name → the config roles it serves ("cards", "position"), for config checks."""
+    """Every driver name the config may use → the roles it serves ("cards", "position", "pole"):
+    the one list both ``check-config`` and ``run`` ask."""
     roles = {name: frozenset({spec.device.role}) for name, spec in DRIVERS.items()}
     roles[SOFTWARE_RNG] = frozenset({SoftwareRng.role})
+    roles[HID_DICE] = frozenset({"position"})
+    roles[ESC_POS_POLE] = frozenset({"pole"})
     return roles
 
 

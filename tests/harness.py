@@ -16,8 +16,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.daemon import Daemon, Service, build_devices
+from controller.daemon import Daemon, Service
 from controller.demo import demo_config
+from controller.devices import build_devices
 from controller.journal import Journal
 from controller.messages import RoundPayload
 from controller.table import DeviceChanged, Effect, RoundClosed

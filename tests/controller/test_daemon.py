@@ -193,8 +193,8 @@ async def test_systemd_notify_ready_watchdog_and_stopping(tmp_path: Path) -> Non
 
 def test_device_options_reach_drivers_and_refused_ones_stop_the_start(tmp_path: Path) -> None:
     from controller.config import ConfigError
-    from controller.daemon import build_devices
     from controller.demo import demo_config
+    from controller.devices import build_devices
 
     extra = """
 [devices.dice]

@@ -88,6 +88,8 @@ def test_driver_roles() -> None:
         "reference_shoe": {"cards"},
         "reference_rng": {"position"},
         "software_rng": {"position"},
+        "hid_dice": {"position"},
+        "esc_pos_pole": {"pole"},
     }
 
 

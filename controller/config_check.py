@@ -1,0 +1,205 @@
+"""One check of a config file for `check-config` and `run`: every error at once, and warnings.
+
+Errors stop `run` (exit 78) and fail `check-config`: TOML syntax, unknown keys, wrong types and
+values, cross-field rules, unknown drivers (asked of ``drivers/registry.py``) and device
+sections their driver refuses. A device section is also built on its own, so a driver's refusal
+is reported beside errors elsewhere in the file instead of after they are fixed.
+
+Warnings do not stop anything but say what an operator should know: a ``[paytables]`` section
+left out (the defaults used are named), a serial port that does not exist yet, a secret file
+readable by group or others, a void PIN shorter than 6 digits, a supervisor token shorter than
+32 characters.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, TextIO, TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from controller.config import (
+    AnyDevice,
+    Config,
+    ConfigError,
+    ConfigIssue,
+    DeviceConfig,
+    DisplayConfig,
+    MqttConfig,
+    PaytablesConfig,
+    SerialDevice,
+    parse_config,
+    summary,
+)
+from controller.devices import build_device, known_drivers
+
+MIN_PIN_DIGITS: Final = 6
+MIN_TOKEN_CHARS: Final = 32
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass
+class CheckResult:
+    """``config`` is None when there is any error."""
+
+    config: Config | None
+    errors: list[ConfigIssue] = field(default_factory=list)
+    warnings: list[ConfigIssue] = field(default_factory=list)
+
+
+def check_config(path: str | os.PathLike[str]) -> CheckResult:
+    """Every error and warning of the config file at ``path``, in one pass."""
+    file = os.fspath(path)
+    base = Path(file).resolve().parent
+    try:
+        text = Path(file).read_bytes().decode("utf-8")
+    except OSError as exc:
+        return CheckResult(None, [ConfigIssue(file, "(file)", f"cannot read: {exc.strerror}")])
+    except UnicodeDecodeError as exc:
+        message = f"expected UTF-8 text: byte {exc.start} is not UTF-8"
+        return CheckResult(None, [ConfigIssue(file, "(file)", message)])
+    drivers = known_drivers()
+    config: Config | None = None
+    errors: list[ConfigIssue] = []
+    try:
+        config = parse_config(text, file=file, base_dir=base, known_drivers=drivers)
+    except ConfigError as exc:
+        errors = list(exc.errors)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return CheckResult(None, errors)  # the syntax error is the one issue there is
+    context = {"check_files": False, "base_dir": base, "known_drivers": drivers}
+    devices = _devices(data, context)
+    for name, dev in devices.items():
+        try:
+            build_device(name, dev)
+        except (TypeError, ValueError) as exc:
+            errors.append(ConfigIssue(file, f"devices.{name}", str(exc)))
+    warnings = list(_warnings(file, data, context, devices))
+    errors = list(dict.fromkeys(errors))  # the same issue from both passes, once
+    return CheckResult(None if errors else config, errors, warnings)
+
+
+def _section(model: type[M], raw: object, context: Mapping[str, object]) -> M | None:
+    """One section validated on its own (None when it has errors: those are already reported)."""
+    try:
+        return model.model_validate(raw if raw is not None else {}, context=context)
+    except ValidationError:
+        return None
+
+
+def _devices(data: Mapping[str, Any], context: Mapping[str, object]) -> dict[str, AnyDevice]:
+    """The device sections that are valid by themselves."""
+    raw = data.get("devices")
+    if not isinstance(raw, Mapping):
+        return {}
+    adapter: TypeAdapter[AnyDevice] = TypeAdapter(DeviceConfig)
+    out: dict[str, AnyDevice] = {}
+    for name, section in raw.items():
+        try:
+            out[str(name)] = adapter.validate_python(section, context=context)
+        except ValidationError:
+            continue
+    return out
+
+
+def _warnings(
+    file: str,
+    data: Mapping[str, Any],
+    context: Mapping[str, object],
+    devices: Mapping[str, AnyDevice],
+) -> Iterable[ConfigIssue]:
+    if "paytables" not in data:
+        p = PaytablesConfig()
+        yield ConfigIssue(
+            file,
+            "paytables",
+            f"section missing: using the defaults, Chan Chu {p.chan_chu}, Jacks Beat "
+            f"{p.jacks_beat}, envy {'on' if p.envy else 'off'} (docs/rules.md); "
+            "state the table's paytables",
+        )
+    for name, dev in devices.items():
+        if isinstance(dev, SerialDevice) and "://" not in str(dev.port) and not dev.port.exists():
+            yield ConfigIssue(
+                file,
+                f"devices.{name}.port",
+                f"{dev.port} does not exist (yet): the driver keeps retrying until it appears",
+            )
+    mqtt = _section(MqttConfig, data.get("mqtt"), context) if "mqtt" in data else None
+    display = _section(DisplayConfig, data.get("display"), context)
+    secrets: list[tuple[str, Path | None]] = []
+    if mqtt is not None:
+        secrets.append(("mqtt.password_file", mqtt.password_file))
+        if mqtt.tls is not None:
+            secrets.append(("mqtt.tls.key_file", mqtt.tls.key_file))
+    if display is not None:
+        secrets.append(("display.supervisor_token_file", display.supervisor_token_file))
+        secrets.append(("display.void_pin_file", display.void_pin_file))
+    for key, secret in secrets:
+        if secret is not None:
+            yield from _secret_warnings(file, key, secret)
+
+
+def _secret_warnings(file: str, key: str, path: Path) -> Iterable[ConfigIssue]:
+    try:
+        mode = path.stat().st_mode
+        value = path.read_text(encoding="utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        return  # a missing or unreadable file is an error of the config's own checks
+    if mode & (stat.S_IRGRP | stat.S_IROTH | stat.S_IWGRP | stat.S_IWOTH):
+        yield ConfigIssue(
+            file,
+            key,
+            f"{path} is readable by others (mode {stat.S_IMODE(mode):04o}): "
+            f"expected 0600 or 0400, owned by the service's user",
+        )
+    if key == "display.void_pin_file" and (len(value) < MIN_PIN_DIGITS or not value.isdigit()):
+        yield ConfigIssue(
+            file,
+            key,
+            f"the void PIN is shorter than {MIN_PIN_DIGITS} digits: expected a longer one",
+        )
+    if key == "display.supervisor_token_file" and len(value) < MIN_TOKEN_CHARS:
+        yield ConfigIssue(
+            file,
+            key,
+            f"the supervisor token has {len(value)} characters: expected at least "
+            f"{MIN_TOKEN_CHARS} (e.g. `openssl rand -hex 32`)",
+        )
+
+
+def load_checked(path: str | os.PathLike[str]) -> tuple[Config, list[ConfigIssue]]:
+    """The config and its warnings; ConfigError with every error otherwise (for `run`)."""
+    result = check_config(path)
+    if result.config is None:
+        raise ConfigError(result.errors)
+    return result.config, result.warnings
+
+
+def check_config_main(
+    path: str | os.PathLike[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
+    """``paigow-table check-config FILE``: every error as ``FILE: KEY: MESSAGE`` and every
+    warning as ``FILE: KEY: warning: MESSAGE`` on stderr; 1 with errors, else 0 and a short
+    summary on stdout."""
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+    result = check_config(path)
+    for issue in result.errors:
+        print(issue, file=err)
+    for warning in result.warnings:
+        print(f"{warning.file}: {warning.key}: warning: {warning.message}", file=err)
+    if result.config is None:
+        return 1
+    print(f"{os.fspath(path)}: OK", file=out)
+    for line in summary(result.config):
+        print(f"  {line}", file=out)
+    return 0
