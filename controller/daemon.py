@@ -48,6 +48,7 @@ from drivers.rng import SoftwareRng
 log = structlog.get_logger("paigow.daemon")
 
 Listener = Callable[[Effect], None]
+SEATS_KEY = "occupied_seats"
 
 
 class Service(Protocol):
@@ -109,6 +110,12 @@ class Daemon:
         self.prefix = self.config.mqtt.topic_prefix
         self._healthy = True
         self._software_rngs = [d for d in self.devices if isinstance(d, SoftwareRng)]
+        # The dealer's occupied seats survive a restart (an empty seat must not be paid again).
+        occupied = self.journal.remembered(SEATS_KEY)
+        if isinstance(occupied, dict):
+            self.table.occupied.update(
+                {k: v for k, v in occupied.items() if k in self.table.occupied}
+            )
         self._draw_tasks: set[asyncio.Task[Any]] = set()
 
     # --- what other parts call ----------------------------------------------------------
@@ -280,6 +287,8 @@ class Daemon:
                         tx.record_event("alarm", p, p.round_id)  # the supervisor's alarm history
                         tx.enqueue(self.topic(p.TOPIC), self._builder(p))
                         queued = True
+                    case CommandReply(ok=True, command="set_seats"):
+                        tx.remember(SEATS_KEY, self.table.occupied)
                     case DeviceChanged(payload=p):
                         tx.enqueue(self.topic(f"device/{p.device}"), self._builder(p), retain=True)
                         queued = True

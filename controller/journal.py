@@ -318,6 +318,14 @@ class Transaction:
         )
         return value
 
+    def remember(self, name: str, value: Any) -> None:
+        """Keep a small piece of table state (JSON) across restarts, in this transaction."""
+        self._conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (f"{name}/{self._journal.table_id}", to_json(value)),
+        )
+
     def record_event(
         self, kind: str, payload: Mapping[str, Any] | BaseModel, round_id: str | None = None
     ) -> int:
@@ -693,6 +701,14 @@ class Journal:
         with self.transaction():
             cur = self._connection.execute("DELETE FROM outbox WHERE msg_id = ?", (msg_id,))
             return cur.rowcount > 0
+
+    def remembered(self, name: str) -> Any:
+        """What :meth:`Transaction.remember` kept under ``name`` (None if nothing)."""
+        with self._lock:
+            row = self._connection.execute(
+                "SELECT value FROM meta WHERE key = ?", (f"{name}/{self.table_id}",)
+            ).fetchone()
+        return None if row is None else json.loads(row[0])
 
     def message_seq(self) -> int:
         """The last message sequence number this table assigned (0 before the first), cheaply:

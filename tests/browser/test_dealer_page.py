@@ -284,6 +284,28 @@ async def test_seats_marked_empty_get_no_results(browser: Browser, tmp_path: Pat
         await expect(page.locator('.seat[data-seat="1"] .card')).to_have_count(7)
 
 
+async def test_occupied_seats_survive_a_restart(browser: Browser, tmp_path: Path) -> None:
+    """A seat the dealer marked empty stays empty after the controller restarts: it is not
+    settled (and paid) again."""
+    async with kiosk(browser, tmp_path) as k:
+        await k.page.locator("#btn-seats").click()
+        await k.page.locator('.seat-toggle[data-seat="6"]').click()
+        await expect(k.page.locator('.seat-toggle[data-seat="6"]')).to_have_attribute(
+            "aria-pressed", "false"
+        )
+    async with kiosk(browser, tmp_path) as k:  # the same journal: a restarted controller
+        page, t = k.page, k.table
+        assert t.daemon.table.occupied["6"] is False
+        await page.locator("#btn-seats").click()
+        await expect(page.locator('.seat-toggle[data-seat="6"]')).to_have_attribute(
+            "aria-pressed", "false"
+        )
+        await page.locator("#modal-close").click()
+        result = await t.deal(rng_number=2)
+        assert "6" not in [s.seat for s in result.seats]
+        await expect(page.locator('.seat[data-seat="6"]')).to_have_class("seat empty")
+
+
 async def test_void_needs_the_pin(browser: Browser, tmp_path: Path) -> None:
     pin = write_secret(tmp_path / "void.pin", "4321")
     extra = f'[display]\nvoid_pin_file = "{pin}"\n'
