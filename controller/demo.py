@@ -25,6 +25,7 @@ from controller.messages import RoundPayload
 from controller.mqtt_cli import DemoMqtt, add_demo_arguments
 from controller.services import default_services
 from controller.table import AlarmRaised, DeviceChanged, Effect, RoundClosed
+from controller.words import words
 from simulators.faults import FAULTS
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
@@ -83,14 +84,14 @@ def format_round(p: RoundPayload) -> str:
     """A round as a person reads it on a terminal."""
     head = f"round {p.round_seq:>4}  {p.round_id}"
     if p.status != "settled":
-        reasons = "; ".join(f"{r.code}: {r.detail}" for r in p.reasons)
+        reasons = "; ".join(f"{words(r.code)} ({r.detail})" for r in p.reasons)
         banner = "VOID" if p.status == "void" else "ALL HANDS DEAD"
         return f"{head}\n  {banner} ({p.status}) — {reasons}"
     lines = [head]
     if p.first_position:
         fp = p.first_position
         drawn = f"RNG {fp.number}" if fp.number else f"dice {fp.dice}"
-        lines.append(f"  first packet to position {fp.position} ({drawn}, {fp.method})")
+        lines.append(f"  first packet to position {fp.position} ({drawn}, {words(fp.method)})")
     d = p.dealer
     if d is not None:
         lines.append(f"  dealer  {' '.join(d.cards):<22} {d.best_hand}")
@@ -103,15 +104,20 @@ def format_round(p: RoundPayload) -> str:
                 f"   ({s.front_hand} / {s.back_hand})"
             )
     for seat in p.seats:
-        sides = [f"Chan Chu {seat.chan_chu.line} {_pays(seat.chan_chu.pays)}"]
+        sides = [_side("Chan Chu", seat.chan_chu.line, seat.chan_chu.pays)]
         if seat.jacks_beat.pays > 0:
-            sides.append(f"Jacks Beat {seat.jacks_beat.line} {_pays(seat.jacks_beat.pays)}")
+            sides.append(_side("Jacks Beat", seat.jacks_beat.line, seat.jacks_beat.pays))
         if seat.push_ace_high.pays > 0:
-            sides.append(f"Ace High {seat.push_ace_high.line} {_pays(seat.push_ace_high.pays)}")
+            sides.append(_side("Ace High", seat.push_ace_high.line, seat.push_ace_high.pays))
         if seat.envy and seat.envy.total:
             sides.append(f"Envy ${seat.envy.total}")
         lines.append(f"  seat {seat.seat:<3} {' '.join(seat.cards):<22} " + " · ".join(sides))
     return "\n".join(lines)
+
+
+def _side(wager: str, line: str, pays: int) -> str:
+    """ "Chan Chu flush 4 to 1", "Chan Chu loses": the line is named only when it pays."""
+    return f"{wager} {words(line)} {_pays(pays)}" if pays > 0 else f"{wager} {_pays(pays)}"
 
 
 def _pays(pays: int) -> str:
@@ -153,7 +159,9 @@ class DemoDealer:
             self._closed.set()
         elif isinstance(effect, AlarmRaised) and effect.payload.severity == "critical":
             print(
-                f"  ALARM {effect.payload.code}: {effect.payload.detail}", file=self.out, flush=True
+                f"  ALARM {words(effect.payload.code)}: {effect.payload.detail}",
+                file=self.out,
+                flush=True,
             )
         elif isinstance(effect, DeviceChanged):
             if effect.payload.online:
@@ -176,7 +184,9 @@ class DemoDealer:
             faults: list[str] = []
             if self.fault_rate and self.random.random() < self.fault_rate:
                 faults = [self.random.choice([f for f in FAULTS if f != "unplug_replug"])]
-                print(f"  (injecting fault: {faults[0]})", file=self.out, flush=True)
+                print(
+                    f"  (injecting fault: {faults[0].replace('_', ' ')})", file=self.out, flush=True
+                )
             self._closed.clear()
             before = self.closed
             await self.rng.press()

@@ -27,6 +27,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TextIO
 
+from controller.words import words
+
 if TYPE_CHECKING:
     from controller.daemon import Daemon, Service
 
@@ -212,7 +214,7 @@ def _summary(schema: str, p: dict[str, Any]) -> str:
     if schema == "paigow.round":
         head = f"round {p.get('round_seq')} {p.get('status')}"
         if p.get("status") != "settled":
-            return f"{head}: " + "; ".join(str(r.get("code")) for r in p.get("reasons", []))
+            return f"{head}: " + "; ".join(words(str(r.get("code"))) for r in p.get("reasons", []))
         dealer = p.get("dealer") or {}
         setting = dealer.get("setting")
         if dealer.get("two_jacks") or not setting:
@@ -230,7 +232,7 @@ def _summary(schema: str, p: dict[str, Any]) -> str:
             f"{result}".rstrip()
         )
     if schema == "paigow.alarm":
-        return f"{p.get('severity')} {p.get('code')}: {p.get('detail')}"
+        return f"{p.get('severity')} {words(str(p.get('code')))}: {p.get('detail')}"
     if schema == "paigow.device":
         state = "online" if p.get("online") else "offline"
         return f"{p.get('device')} {state} {p.get('detail') or ''}".rstrip()
