@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("paigow.display")
 
 STATIC_DIR = Path(__file__).with_name("static")
-HEARTBEAT_S = 15.0
+# The pages call the controller "not responding" after three missed heartbeats.
+HEARTBEAT_S = 2.0
 CHUNK = 200  # rounds read from the journal per lock hold, so a long query never stalls a deal
 MAX_SCAN = 10_000
 PIN_TRIES = 5
@@ -345,7 +346,8 @@ async def api_events(request: web.Request) -> web.StreamResponse:
             try:
                 update = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
             except TimeoutError:
-                await response.write(b": keepalive\n\n")
+                # A named event (not a comment), so a page sees a silent but open stream too.
+                await response.write(b"event: heartbeat\ndata: {}\n\n")
                 continue
             if update is CLOSE:
                 break

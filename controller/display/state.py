@@ -32,6 +32,7 @@ from controller.table import (
     RoundProgress,
     StatusChanged,
 )
+from controller.words import table as words_table
 
 MAX_ALARMS = 50
 CLIENT_QUEUE = 256
@@ -97,6 +98,7 @@ class LiveState:
             "round": self.round,
             "players": self.players,
             "alarms": list(self.alarms),
+            "words": words_table(),
         }
 
     def subscribe(self) -> tuple[asyncio.Queue[Update], dict[str, Any]]:

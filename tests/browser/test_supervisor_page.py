@@ -53,10 +53,10 @@ async def test_supervisor_sees_status_history_charts_and_every_detail(
         await expect(page.locator("#rounds tr.round-row")).to_have_count(1)
         await page.locator(f'#rounds tr[data-round-id="{dead.round_id}"]').click()
         await expect(detail.locator(f'.d-head[data-round-id="{dead.round_id}"]')).to_be_visible()
-        await expect(detail).to_contain_text("short_packet")
+        await expect(detail).to_contain_text("A packet was short")
         await expect(detail).to_contain_text(dead.reasons[0].detail)
         await expect(detail.locator(".positions li")).to_have_count(7)  # the packets as dealt
-        await expect(detail.locator(".events")).to_contain_text("packet_dealt")
+        await expect(detail.locator(".events")).to_contain_text("packet dealt")
 
         # By number: a settled round with its setting and seats.
         shown = next((r for r in rounds if r.dealer and r.dealer.setting), rounds[0])
@@ -77,7 +77,7 @@ async def test_supervisor_sees_status_history_charts_and_every_detail(
         t.daemon.put_nowait(DeviceFault(device="shuffler", code="<b>jam</b>", detail=HOSTILE))
         alarm = page.locator("#alarms .alarm").first
         await expect(alarm.locator(".info")).to_have_text(f"<b>jam</b>: {HOSTILE}")
-        await expect(alarm.locator(".code")).to_have_text("device_fault")
+        await expect(alarm.locator(".code")).to_have_text("Device fault")
         assert await page.locator("#alarms img, #alarms .info b").count() == 0
         assert await page.evaluate("window.__xss") is None
         assert any(isinstance(e, AlarmRaised) and HOSTILE in e.payload.detail for e in t.effects)

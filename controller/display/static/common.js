@@ -114,8 +114,13 @@ export function pays(p) {
   return p === 0 ? "push" : "loses";
 }
 
-export function lineName(line) {
-  return String(line || "").replaceAll("_", " ");
+// The dealer's words for every code (controller/words.py), sent with each snapshot.
+let WORDS = {};
+
+/** "three_of_a_kind" → "three of a kind"; never a raw code on the screen. */
+export function lineName(code) {
+  const c = String(code || "");
+  return WORDS[c] || c.replaceAll("_", " ");
 }
 
 /** "three of a kind, nines" → "Three of a kind, nines". */
@@ -169,14 +174,50 @@ export async function api(path, { method = "GET", body } = {}) {
 }
 
 /** The live stream: ``handlers[event](data)`` for each event; ``onLink(true|false)``. */
+// The server sends a heartbeat every 2 s: three missed, and the controller is not responding.
+const STALE_MS = 6500;
+
+/** A full-width notice over the page while the controller does not answer (a dead or hung
+ *  controller must not look alive: the last round stays on screen, so say it is stale). */
+function lostNotice() {
+  let node = document.getElementById("controller-lost");
+  if (!node) {
+    node = el("div", { id: "controller-lost", class: "controller-lost", role: "alert", hidden: true },
+      el("b", { text: "CONTROLLER NOT RESPONDING" }),
+      el("span", { text: "What this screen shows may be out of date — do not settle from it" }));
+    document.body.append(node);
+  }
+  return node;
+}
+
+function setLive(up, onLink) {
+  document.body.dataset.controller = up ? "live" : "lost";
+  lostNotice().hidden = up;
+  onLink(up);
+}
+
 export function live(handlers, onLink) {
   const url = "/api/events" + (TOKEN ? `?token=${encodeURIComponent(TOKEN)}` : "");
   const source = new EventSource(url);
+  let last = Date.now();
+  let up = false;
+  const heard = () => {
+    last = Date.now();
+    if (!up) { up = true; setLive(true, onLink); }
+  };
+  source.addEventListener("heartbeat", heard);
+  setInterval(() => {
+    if (up && Date.now() - last > STALE_MS) { up = false; setLive(false, onLink); }
+  }, 500);
   for (const [event, handler] of Object.entries(handlers)) {
-    source.addEventListener(event, (e) => handler(JSON.parse(e.data)));
+    source.addEventListener(event, (e) => {
+      const data = JSON.parse(e.data);
+      if (event === "snapshot" && data.words) WORDS = data.words;
+      heard();
+      handler(data);
+    });
   }
-  source.addEventListener("open", () => onLink(true));
-  source.addEventListener("error", () => onLink(false));
+  source.addEventListener("error", () => { if (up) { up = false; setLive(false, onLink); } });
   return source;
 }
 

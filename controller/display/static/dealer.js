@@ -459,7 +459,7 @@ const handlers = {
   device(data) { S.devices[data.device] = data; renderHeader(); },
   status(data) { S.status = data; renderHeader(); },
   seats(data) { S.occupied = data.occupied; render(); },
-  alarm(data) { if (data.severity === "critical") say(`ALARM ${data.code}: ${data.detail}`, "error"); },
+  alarm(data) { if (data.severity === "critical") say(`ALARM ${cap(lineName(data.code))}: ${data.detail}`, "error"); },
 };
 
 document.addEventListener("DOMContentLoaded", () => {

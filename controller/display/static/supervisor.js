@@ -39,7 +39,7 @@ function renderAlarms() {
   fill($("#alarms"), S.alarms.length ? S.alarms.map((a) => el("li", { class: ["alarm", a.severity] },
     el("span", { class: "sev", text: a.severity.toUpperCase() }),
     el("span", { class: "when", text: timeText(a.at) }),
-    el("b", { class: "code", text: a.code }),
+    el("b", { class: "code", text: cap(lineName(a.code)) }),
     el("span", { class: "info", text: a.detail }),
     a.round_id ? el("button", { class: "linkish", type: "button", text: "round", onclick: () => showRound(a.round_id) }) : null)) : el("li", { class: "none", text: "No alarms since the controller started" }));
 }
@@ -181,7 +181,7 @@ async function loadRounds() {
       el("td", { class: "num", text: String(r.seq) }),
       el("td", { class: "mono", text: r.round_id }),
       el("td", { title: dateTimeText(r.opened_at), text: timeText(r.opened_at) }),
-      el("td", {}, statusPill(r.status), r.reason ? el("span", { class: "reason", text: ` ${r.reason}` }) : null),
+      el("td", {}, statusPill(r.status), r.reason ? el("span", { class: "reason", text: ` ${r.reason.split("; ").map(lineName).join("; ")}` }) : null),
       el("td", { text: fp ? fp.where : "—" }),
       el("td", {}, r.two_jacks ? el("b", { class: "jacks", text: "TWO JACKS" }) : r.rule ? el("span", { class: "rule", text: r.rule }) : "—"));
   }) : el("tr", {}, el("td", { colspan: 6, class: "none", text: S.query ? `No round matches “${S.query}”` : "No rounds yet" })));
@@ -212,12 +212,12 @@ async function showRound(roundId) {
     el("div", { class: "small", text: `opened ${dateTimeText(reply.opened_at)} · closed ${reply.closed_at ? dateTimeText(reply.closed_at) : "—"}` })));
   if ((res.reasons || []).length || reply.reason) {
     parts.push(section("Reasons", el("ul", { class: "reasons" }, (res.reasons || [{ code: reply.reason, detail: "" }]).map((p) =>
-      el("li", {}, el("b", { text: p.code }), p.detail ? ` — ${p.detail}` : "")))));
+      el("li", {}, el("b", { text: cap(lineName(p.code)) }), p.detail ? ` — ${p.detail}` : "")))));
   }
   if (res.first_position) {
     const fp = res.first_position;
     const t = positionText(fp, seatOf);
-    parts.push(section("First packet", el("p", {}, el("b", { text: t.where }), ` · ${t.how} · method ${fp.method}`)));
+    parts.push(section("First packet", el("p", {}, el("b", { text: t.where }), ` · ${t.how} · ${lineName(fp.method)}`)));
   }
   if (res.dealer) {
     const d = res.dealer;
@@ -250,11 +250,11 @@ async function showRound(roundId) {
       el("b", { text: p.seat === "dealer" ? "Dealer" : `${p.seat}` }), cardRow(p.cards, "sm"))))));
   }
   if (res.rules) {
-    parts.push(section("Rules", el("p", { class: "small", text: `wheel ${res.rules.wheel_rank} · ace-high pushes pai gow ${res.rules.ace_high_pushes_pai_gow ? "on" : "off"} · Chan Chu ${res.paytables?.chan_chu} · Jacks Beat ${res.paytables?.jacks_beat}${res.paytables?.envy ? ` · envy ${res.paytables.envy}` : ""}` })));
+    parts.push(section("Rules", el("p", { class: "small", text: `wheel ${lineName(res.rules.wheel_rank)} · ace-high pushes pai gow ${res.rules.ace_high_pushes_pai_gow ? "on" : "off"} · Chan Chu ${res.paytables?.chan_chu} · Jacks Beat ${res.paytables?.jacks_beat}${res.paytables?.envy ? ` · envy ${res.paytables.envy}` : ""}` })));
   }
   parts.push(section(`Journal events (${(reply.events || []).length})`, el("ol", { class: "events" }, (reply.events || []).map((e) =>
     el("li", {}, el("details", {},
-      el("summary", {}, el("span", { class: "when", text: timeText(e.at) }), el("b", { text: e.kind }), el("span", { class: "mono small", text: ` #${e.id}` })),
+      el("summary", {}, el("span", { class: "when", text: timeText(e.at) }), el("b", { text: lineName(e.kind) }), el("span", { class: "mono small", text: ` #${e.id}` })),
       el("pre", { text: JSON.stringify(e.payload, null, 2) })))))));
   fill(detail, parts);
 }
@@ -271,6 +271,7 @@ const handlers = {
   snapshot(data) {
     S.table = data.table; S.status = data.status || {}; S.devices = data.devices || {}; S.round = data.round; S.alarms = data.alarms || [];
     renderHeader(); renderDevices(); renderAlarms(); loadOverview();
+    loadRounds(); // after the seat map: history rows name seats, not positions
   },
   round(data) {
     const closed = !["dealing", "waiting_position"].includes(data.phase);
@@ -298,7 +299,7 @@ document.addEventListener("DOMContentLoaded", () => {
     $("#link").classList.toggle("up", up);
     $("#link").classList.toggle("down", !up);
   });
-  loadRounds(); loadHourly(); loadJacks(); loadSides();
+  loadHourly(); loadJacks(); loadSides();
   const wanted = new URLSearchParams(location.search).get("round");
   if (wanted) showRound(wanted);
 });
