@@ -115,9 +115,9 @@ def test_feed_lines() -> None:
         replayed=True,
     )
     line = format_feed_line(f"{PREFIX}dead", dead, prefix=PREFIX)
-    assert "round 4 dead: short_packet" in line and line.endswith("(replayed)")
+    assert "round 4 dead: a packet was short" in line and line.endswith("(replayed)")
     alarm = env("paigow.alarm", {"severity": "critical", "code": "deck_integrity", "detail": "d"})
-    assert "critical deck_integrity: d" in format_feed_line(f"{PREFIX}alarm", alarm)
+    assert "critical deck integrity: d" in format_feed_line(f"{PREFIX}alarm", alarm)
     reply = b'{"ok": false, "error": "unknown command", "request_id": "r1", "data": null}'
     assert "reply error: unknown command [r1]" in format_feed_line("x/reply/nope", reply)
     assert "not JSON" in format_feed_line("x", b"\xff")
