@@ -31,6 +31,7 @@ from controller.analysis.published import (
     ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE,
     ANALYSIS_PT3_COMBINATIONS,
 )
+from controller.analysis.report import write_report
 from controller.analysis.side_bets import (
     JacksBeatGame,
     PushAceHighGame,
@@ -281,8 +282,6 @@ def cmd_ace_high(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from controller.analysis.report import write_report
-
     write_report(
         args.output,
         rounds=args.rounds,
@@ -451,11 +450,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m controller.analysis.cli …``: the same commands without the top-level CLI."""
-    from controller.cli import build_parser
-
-    args = build_parser([register]).parse_args(
-        ["analyze", *(sys.argv[1:] if argv is None else argv)]
-    )
+    parser = argparse.ArgumentParser(prog="python -m controller.analysis.cli")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["analyze", *(sys.argv[1:] if argv is None else argv)])
     code: int = args.func(args)
     return code
 
