@@ -65,7 +65,7 @@ def cmd_house_way(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_house_way(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_house_way(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "house-way",
         help="set seven cards by the House Way",
@@ -80,8 +80,10 @@ def _add_house_way(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
 
 
 def build_parser(
-    registrars: Iterable[Callable[[argparse._SubParsersAction], None]] = (),
-) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    registrars: Iterable[
+        Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]
+    ] = (),
+) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="paigow-table", description="Dealer Open Pai Gow table controller"
     )
@@ -102,7 +104,7 @@ def build_parser(
 def cmd_run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from controller.daemon import run_from_config
+    from controller.wiring import run_from_config
 
     return asyncio.run(run_from_config(args.config))
 
@@ -125,7 +127,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 130
 
 
-def _add_daemon_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_daemon_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from controller.demo import add_arguments
 
     p = sub.add_parser("run", help="run the table daemon", description="Run the table daemon.")
@@ -147,7 +149,7 @@ def _add_daemon_commands(sub: argparse._SubParsersAction) -> None:  # type: igno
     p.set_defaults(func=cmd_demo)
 
 
-def _registrars() -> list[Callable[[argparse._SubParsersAction], None]]:  # type: ignore[type-arg]
+def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
     """Subcommands that live in other modules, imported only when the CLI starts."""
     from controller.analysis.cli import register as add_analysis_commands
     from controller.mqtt_cli import register as add_mqtt_commands

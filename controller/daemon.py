@@ -13,20 +13,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import sys
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from controller import __version__
-from controller.config import Config, ConfigError
+from controller.config import Config
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
 from controller.journal import Journal, OutboxMessage, VoidedRound, utc_now
 from controller.logging import bind_round, unbind_round
 from controller.messages import Command, EnterDice, Payload, Problem, RoundPayload, envelope
+from controller.ports import Service
 from controller.systemd import ready, stopping, watchdog_loop
 from controller.table import (
     AlarmRaised,
@@ -49,14 +49,6 @@ log = structlog.get_logger("paigow.daemon")
 
 Listener = Callable[[Effect], None]
 SEATS_KEY = "occupied_seats"
-
-
-class Service(Protocol):
-    """Something the daemon runs beside the devices (MQTT publisher, display server)."""
-
-    name: str
-
-    async def run(self, daemon: Daemon) -> None: ...
 
 
 @dataclass
@@ -350,51 +342,6 @@ class Daemon:
                 )
             case _:
                 pass
-
-
-def config_digest(path: str) -> str:
-    import hashlib
-
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
-
-
-async def run_from_config(
-    path: str, *, extra_services: Callable[[Daemon], Iterable[Service]] | None = None
-) -> int:
-    """`paigow-table run --config FILE`: 0 after a clean stop, 78 on a config error."""
-    from controller.config import EXIT_CONFIG_ERROR
-    from controller.config_check import load_checked
-    from controller.devices import build_devices
-    from controller.logging import bind_table, configure_logging
-
-    try:
-        config, warnings = load_checked(path)
-    except ConfigError as exc:
-        for issue in exc.errors:
-            print(issue, file=sys.stderr, flush=True)
-        return EXIT_CONFIG_ERROR
-    # Before anything that logs (the drivers): every line of `run` follows [logging].
-    configure_logging(config.logging.level, config.logging.format)
-    bind_table(config.table.id)
-    for warning in warnings:
-        log.warning("config_warning", file=warning.file, key=warning.key, detail=warning.message)
-    devices, sinks = build_devices(config, path)
-    journal = Journal.open(
-        config.journal.path, config.table.id, synchronous=config.journal.synchronous
-    )
-    try:
-        daemon = Daemon(config, journal, devices=devices, config_digest=config_digest(path))
-        from controller.services import default_services
-
-        daemon.services = [
-            *default_services(daemon, sinks),
-            *(extra_services(daemon) if extra_services else ()),
-        ]
-        await daemon.run(handle_signals=True)
-    finally:
-        journal.close()
-    return 0
 
 
 def wait_for(condition: Callable[[], bool], event: asyncio.Event) -> Awaitable[None]:

@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import TextIO
 
 from controller.config import Config, parse_config
-from controller.daemon import Daemon, Service
 from controller.devices import build_devices
 from controller.display import DisplayService
 from controller.journal import Journal
 from controller.logging import configure_logging
 from controller.messages import RoundPayload
 from controller.mqtt_cli import DemoMqtt, add_demo_arguments
-from controller.services import default_services
+from controller.ports import EffectSource, Service
 from controller.table import AlarmRaised, DeviceChanged, Effect, RoundClosed
+from controller.wiring import build_daemon, default_services
 from controller.words import words
 from simulators.faults import FAULTS
 from simulators.pty import PtyPort
@@ -171,8 +171,8 @@ class DemoDealer:
             if {"shuffler", "rng"} <= self._online:
                 self._devices_up.set()
 
-    async def run(self, daemon: Daemon) -> None:
-        daemon.subscribe(self.on_effect)
+    async def run(self, host: EffectSource) -> None:
+        host.subscribe(self.on_effect)
         if self.display is not None:
             await self.display.wait_started()  # the port it got, also when asked for any (0)
             web = self.display.url
@@ -226,7 +226,6 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         async with shuffler, rng, mqtt or contextlib.nullcontext():
             devices, sinks = build_devices(config)
             with Journal.open(journal_path, config.table.id) as journal:
-                daemon = Daemon(config, journal, devices=devices)
                 dealer = DemoDealer(
                     shuffler,
                     rng,
@@ -236,14 +235,14 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                     seed=args.seed,
                     out=out,
                     on_done=(
-                        mqtt.stop_when_delivered(daemon, stop, args.drain_timeout)
+                        mqtt.stop_when_delivered(journal, stop, args.drain_timeout)
                         if mqtt
                         else stop.set
                     ),
                 )
-                services: list[Service] = [*default_services(daemon, sinks), dealer]
-                services += mqtt.services(daemon) if mqtt else []
-                daemon.services = services
+                services: list[Service] = [*default_services(config, sinks), dealer]
+                services += mqtt.services(config.mqtt.topic_prefix) if mqtt else []
+                daemon = build_daemon(config, journal, devices, services)
                 print(
                     f"demo table {config.table.id}: shuffler on {shuffler.port.describe()}, "
                     f"RNG box on {rng.port.describe()}, journal {journal_path}",

@@ -42,7 +42,7 @@ class Problem(_Model):
 
 class PositionDraw(_Model):
     method: Literal["rng", "software_rng", "dice", "dice_manual"]
-    number: int | None = Field(None, ge=1, le=7, description="the RNG's number")
+    number: int | None = Field(default=None, ge=1, le=7, description="the RNG's number")
     dice: tuple[int, int, int] | None = None
     position: int = Field(ge=1, le=7, description="position that received the first packet")
 
@@ -222,7 +222,7 @@ def envelope(
 
 
 class _Command(_Model):
-    request_id: str | None = Field(None, max_length=128)
+    request_id: str | None = Field(default=None, max_length=128)
 
 
 class OpenTable(_Command):
@@ -235,8 +235,8 @@ class CloseTable(_Command):
 
 class VoidRound(_Command):
     kind: Literal["void_round"] = "void_round"
-    round_id: str | None = Field(None, description="defaults to the current round")
-    reason: str = Field("voided by dealer", max_length=200)
+    round_id: str | None = Field(default=None, description="defaults to the current round")
+    reason: str = Field(default="voided by dealer", max_length=200)
 
 
 class SetSeats(_Command):
@@ -262,8 +262,10 @@ class EnterDice(_Command):
 class PlayerSetting(_Command):
     kind: Literal["player_setting"] = "player_setting"
     seat: SeatLabel
-    front: tuple[CardText, CardText] | None = Field(None, description="the two front cards")
-    house_way: bool = Field(False, description="set the player's hand by the House Way instead")
+    front: tuple[CardText, CardText] | None = Field(default=None, description="the two front cards")
+    house_way: bool = Field(
+        default=False, description="set the player's hand by the House Way instead"
+    )
     round_id: str | None = None
 
 

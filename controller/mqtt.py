@@ -35,9 +35,9 @@ from paho.mqtt.reasoncodes import ReasonCode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from controller.config import MqttConfig, TlsConfig
-from controller.daemon import Daemon
 from controller.journal import Journal, OutboxRow
 from controller.messages import COMMAND_KINDS, Command, StatusPayload, envelope, parse_command
+from controller.ports import PublisherHost
 from controller.table import (
     AlarmRaised,
     DeviceChanged,
@@ -101,7 +101,7 @@ def wire_payload(row: OutboxRow) -> bytes:
     return row.payload
 
 
-def _raise_if_stopping(daemon: Daemon) -> None:
+def _raise_if_stopping(daemon: PublisherHost) -> None:
     """Python 3.11's asyncio.wait_for (inside aiomqtt's connect and subscribe) can swallow the
     cancellation that stops the daemon when it arrives with the awaited reply; then nothing
     raises it again and the daemon would never exit. A stop must never be lost: the daemon
@@ -110,7 +110,7 @@ def _raise_if_stopping(daemon: Daemon) -> None:
         raise asyncio.CancelledError
 
 
-def status_message(daemon: Daemon, *, online: bool) -> bytes:
+def status_message(daemon: PublisherHost, *, online: bool) -> bytes:
     """The retained ``status`` envelope. Status is a snapshot, not an event: its ``seq`` is the
     last message seq the journal assigned (so it never opens a gap) and its ``msg_id`` is new."""
     status = daemon.table.status()
@@ -338,7 +338,7 @@ class MqttService:
 
     # --- running -----------------------------------------------------------------------------
 
-    async def run(self, daemon: Daemon) -> None:
+    async def run(self, daemon: PublisherHost) -> None:
         daemon.subscribe(self._on_effect)
         config = daemon.config.mqtt
         backoff = config.reconnect.to_backoff()
@@ -374,7 +374,7 @@ class MqttService:
             )
             await asyncio.sleep(delay)  # backoff between attempts, not synchronisation
 
-    def _client(self, daemon: Daemon) -> _Client:
+    def _client(self, daemon: PublisherHost) -> _Client:
         config: MqttConfig = daemon.config.mqtt
         v5 = config.protocol == "5"
         will = aiomqtt.Will(
@@ -403,7 +403,7 @@ class MqttService:
             logger=logging.getLogger("paigow.mqtt.paho"),
         )
 
-    async def _session(self, daemon: Daemon) -> None:
+    async def _session(self, daemon: PublisherHost) -> None:
         """One connection: backlog flagged, commands subscribed, status published first, then drain
         and serve until the link fails (raises) or the task is cancelled (publishes offline)."""
         config = daemon.config.mqtt
@@ -448,7 +448,7 @@ class MqttService:
                     )
                 raise
 
-    async def _publish_status(self, client: _Client, daemon: Daemon) -> None:
+    async def _publish_status(self, client: _Client, daemon: PublisherHost) -> None:
         self._status_stale = False
         code = await client.publish_acked(
             daemon.topic("status"),
@@ -461,7 +461,7 @@ class MqttService:
 
     # --- the outbox ----------------------------------------------------------------------------
 
-    async def _drain(self, client: _Client, daemon: Daemon) -> None:
+    async def _drain(self, client: _Client, daemon: PublisherHost) -> None:
         journal = daemon.journal
         # An MQTT 5 PUBACK may refuse a message (0x87 not authorised, 0x97 quota, …) while the
         # broker accepts the ones pipelined behind it: one at a time keeps the order. A 3.1.1
@@ -513,14 +513,16 @@ class MqttService:
 
     # --- commands ------------------------------------------------------------------------------
 
-    async def _serve(self, client: _Client, daemon: Daemon, tg: asyncio.TaskGroup) -> None:
+    async def _serve(self, client: _Client, daemon: PublisherHost, tg: asyncio.TaskGroup) -> None:
         slots = asyncio.Semaphore(COMMAND_SLOTS)
         async for message in client.messages:
             await slots.acquire()
             task = tg.create_task(self._command(client, daemon, message))
             task.add_done_callback(lambda _task: slots.release())
 
-    async def _command(self, client: _Client, daemon: Daemon, message: aiomqtt.Message) -> None:
+    async def _command(
+        self, client: _Client, daemon: PublisherHost, message: aiomqtt.Message
+    ) -> None:
         topic = message.topic.value
         prefix = daemon.prefix
         raw = message.payload

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, Self, TextIO
 from controller.words import words
 
 if TYPE_CHECKING:
-    from controller.daemon import Daemon, Service
+    from controller.journal import Journal
+    from controller.ports import Service
 
 MOSQUITTO = "/usr/sbin/mosquitto"
 
@@ -297,7 +298,7 @@ class FeedPrinter:
         self.received = 0
         self._seen = asyncio.Event()
 
-    async def run(self, daemon: Daemon | None = None) -> None:
+    async def run(self, host: object = None) -> None:
         import aiomqtt
 
         from controller.mqtt import NODELAY
@@ -382,12 +383,12 @@ class DemoMqtt:
     def config_extra(self) -> str:
         return f'\n[mqtt]\nhost = "{self.host}"\nport = {self.port}\nkeepalive = 10\n'
 
-    def services(self, daemon: Daemon) -> list[Service]:
-        self.feed = FeedPrinter(self.host, self.port, daemon.prefix, self.out, mark="  mqtt ▸ ")
+    def services(self, prefix: str) -> list[Service]:
+        self.feed = FeedPrinter(self.host, self.port, prefix, self.out, mark="  mqtt ▸ ")
         return [self.feed]
 
     def stop_when_delivered(
-        self, daemon: Daemon, stop: asyncio.Event, drain_timeout: float
+        self, journal: Journal, stop: asyncio.Event, drain_timeout: float
     ) -> Callable[[], None]:
         """A callback that sets ``stop`` once the broker acknowledged every journaled message
         (the outbox is empty) or ``drain_timeout`` seconds passed, and the feed printed them."""
@@ -397,10 +398,10 @@ class DemoMqtt:
                 loop = asyncio.get_running_loop()
                 deadline = loop.time() + drain_timeout
                 # The publisher deletes a row on its PUBACK; it signals nothing else to wait on.
-                while daemon.journal.outbox_pending() and loop.time() < deadline:
+                while journal.outbox_pending() and loop.time() < deadline:
                     await asyncio.sleep(0.1)
-                if not daemon.journal.outbox_pending():
-                    seq = daemon.journal.message_seq()
+                if not journal.outbox_pending():
+                    seq = journal.message_seq()
                     if self.feed is not None and not await self.feed.caught_up(seq, timeout=5):
                         print("  (the feed printer missed messages)", file=self.out, flush=True)
                 stop.set()
@@ -509,7 +510,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     return asyncio.run(monitor(args))
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``monitor`` and ``schemas`` to the ``paigow-table`` command line."""
     from controller import schemas
 

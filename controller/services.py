@@ -1,19 +1,15 @@
-"""Services the daemon runs beside its devices, chosen from the config."""
+"""The pole display service: the essentials of each round on a 2×20 customer display."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import structlog
 
+from controller.ports import EffectSource
 from controller.table import Effect, RoundClosed
 from drivers.base import DisplaySink
 from drivers.codecs.pole import PoleResult, format_pole
-
-if TYPE_CHECKING:
-    from controller.daemon import Daemon, Service
 
 log = structlog.get_logger("paigow.services")
 
@@ -50,24 +46,10 @@ class PoleService:
             self._latest = format_pole(screen)
             self._changed.set()
 
-    async def run(self, daemon: Daemon) -> None:
-        daemon.subscribe(self._on_effect)
+    async def run(self, host: EffectSource) -> None:
+        host.subscribe(self._on_effect)
         while True:
             await self._changed.wait()
             self._changed.clear()
             if self._latest is not None:
                 await self.sink.show(self._latest)
-
-
-def default_services(daemon: Daemon, sinks: Sequence[DisplaySink]) -> list[Service]:
-    """The services a config asks for."""
-    services: list[Service] = [PoleService(sink) for sink in sinks]
-    if daemon.config.mqtt.enabled:
-        from controller.mqtt import MqttService
-
-        services.append(MqttService())
-    if daemon.config.display.enabled:
-        from controller.display import DisplayService
-
-        services.append(DisplayService())
-    return services

@@ -21,27 +21,24 @@ class DeviceEventBase(BaseModel):
     device: str = Field(description="config name of the device that produced the event")
 
 
-_Event = DeviceEventBase
-
-
-class DeviceOnline(_Event):
+class DeviceOnline(DeviceEventBase):
     kind: Literal["device_online"] = "device_online"
     detail: str = ""
 
 
-class DeviceOffline(_Event):
+class DeviceOffline(DeviceEventBase):
     kind: Literal["device_offline"] = "device_offline"
     reason: str = ""
 
 
-class DealStarted(_Event):
+class DealStarted(DeviceEventBase):
     """A shuffler or shoe begins a new deal (a new deck)."""
 
     kind: Literal["deal_started"] = "deal_started"
     shuffle_id: str = ""
 
 
-class PacketDealt(_Event):
+class PacketDealt(DeviceEventBase):
     """A whole packet from a packet-mode shuffler. ``index`` counts packets of this deal from 0."""
 
     kind: Literal["packet_dealt"] = "packet_dealt"
@@ -49,25 +46,25 @@ class PacketDealt(_Event):
     cards: tuple[str, ...]
 
 
-class CardDealt(_Event):
+class CardDealt(DeviceEventBase):
     """One card from a card-mode shoe; the controller forms packets of seven."""
 
     kind: Literal["card_dealt"] = "card_dealt"
     card: str
 
 
-class StubVerified(_Event):
+class StubVerified(DeviceEventBase):
     """The cards left after the deal (four for a whole deck), as the device read them."""
 
     kind: Literal["stub_verified"] = "stub_verified"
     cards: tuple[str, ...]
 
 
-class DealEnded(_Event):
+class DealEnded(DeviceEventBase):
     kind: Literal["deal_ended"] = "deal_ended"
 
 
-class PositionDrawn(_Event):
+class PositionDrawn(DeviceEventBase):
     """Which position receives the first packet: an RNG number 1–7 or three dice (docs/rules.md
     §6)."""
 
@@ -77,7 +74,7 @@ class PositionDrawn(_Event):
     dice: tuple[int, int, int] | None = None
 
 
-class DeviceFault(_Event):
+class DeviceFault(DeviceEventBase):
     """A fault the device itself reports (jam, door open, card misread, ...)."""
 
     kind: Literal["device_fault"] = "device_fault"
@@ -85,7 +82,7 @@ class DeviceFault(_Event):
     detail: str = ""
 
 
-class FrameError(_Event):
+class FrameError(DeviceEventBase):
     """Bytes the codec rejected: bad checksum, unknown card code, oversize, truncated, garbled."""
 
     kind: Literal["frame_error"] = "frame_error"

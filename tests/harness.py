@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.daemon import Daemon, Service
+from controller.daemon import Daemon
 from controller.demo import demo_config
 from controller.devices import build_devices
 from controller.journal import Journal
 from controller.messages import RoundPayload
+from controller.ports import Service
 from controller.table import DeviceChanged, Effect, RoundClosed
+from controller.wiring import build_daemon
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator
@@ -56,7 +58,7 @@ class RunningTable:
 async def running_table(
     workdir: Path,
     *,
-    services: Callable[[Daemon], Sequence[Service]] = lambda daemon: (),
+    services: Sequence[Service] = (),
     config_extra: str = "",
     table_id: str = "PG-T1",
     seed: int = 1,
@@ -70,8 +72,7 @@ async def running_table(
     async with shuffler, rng:
         devices, _sinks = build_devices(config)
         with Journal.open(journal_path, config.table.id) as journal:
-            daemon = Daemon(config, journal, devices=devices)
-            daemon.services = list(services(daemon))
+            daemon = build_daemon(config, journal, devices, services)
             table = RunningTable(daemon, journal, shuffler, rng, workdir)
             online: set[str] = set()
             up = asyncio.Event()

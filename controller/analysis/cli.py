@@ -341,7 +341,7 @@ def _common(p: argparse.ArgumentParser, *, seeded: bool) -> None:
         p.add_argument("--seed", type=int, default=1, help="seed of the deals (default 1)")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``analyze`` and its sub-subcommands to the top-level parser's subcommands."""
     analyze = sub.add_parser(
         "analyze",

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -39,9 +39,7 @@ from controller.messages import (
     SetSeats,
     VoidRound,
 )
-
-if TYPE_CHECKING:
-    from controller.daemon import Daemon
+from controller.ports import DisplayHost
 
 log = structlog.get_logger("paigow.display")
 
@@ -101,7 +99,7 @@ class PinGuard:
 class DisplayContext:
     """What the handlers need: the daemon, the live state, the access policy and the PIN."""
 
-    daemon: Daemon
+    daemon: DisplayHost
     state: LiveState
     policy: AccessPolicy
     pins: PinGuard
@@ -568,7 +566,7 @@ def build_app(ctx: DisplayContext) -> web.Application:
     return app
 
 
-def _table_info(daemon: Daemon) -> dict[str, Any]:
+def _table_info(daemon: DisplayHost) -> dict[str, Any]:
     t = daemon.config.table
     s = daemon.table.settings
     return {
@@ -621,7 +619,7 @@ class DisplayService:
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         return f"http://{'[' + shown + ']' if ':' in shown else shown}:{self.port}"
 
-    async def _context(self, daemon: Daemon) -> DisplayContext:
+    async def _context(self, daemon: DisplayHost) -> DisplayContext:
         cfg = daemon.config.display
         policy = AccessPolicy(
             token=_secret(cfg.read_supervisor_token, "supervisor_token_file"),
@@ -645,7 +643,7 @@ class DisplayService:
             daemon, state, policy, PinGuard(_secret(cfg.read_void_pin, "void_pin_file"))
         )
 
-    async def run(self, daemon: Daemon) -> None:
+    async def run(self, daemon: DisplayHost) -> None:
         """Serve until cancelled. A failure here (a port in use, a journal it cannot read) is
         logged and retried: the display must never take the table down with it."""
         cfg = daemon.config.display

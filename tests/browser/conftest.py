@@ -93,7 +93,7 @@ async def kiosk(
     """The daemon with a display on a free loopback port, and a page open on ``path``, live."""
     service = display or DisplayService(port=0)
     async with running_table(
-        workdir, services=lambda d: [service], config_extra=config_extra, seed=seed
+        workdir, services=[service], config_extra=config_extra, seed=seed
     ) as t:
         await service.wait_started()
         context = await browser.new_context(viewport=viewport or KIOSK)

@@ -183,7 +183,7 @@ async def test_remote_client_over_the_network_needs_the_token(tmp_path: Path) ->
     token = write_secret(tmp_path / "supervisor.token", TOKEN)
     display = DisplayService(host="0.0.0.0", port=0)
     extra = f'[display]\nhost = "0.0.0.0"\nsupervisor_token_file = "{token}"\n'
-    async with running_table(tmp_path / "run", services=lambda d: [display], config_extra=extra):
+    async with running_table(tmp_path / "run", services=[display], config_extra=extra):
         await display.wait_started()
         remote = f"http://{address}:{display.port}"
         local = f"http://127.0.0.1:{display.port}"
@@ -215,7 +215,7 @@ async def test_remote_client_is_refused_without_a_configured_token(tmp_path: Pat
     if address is None:
         unavailable("this machine has no non-loopback address")
     display = DisplayService(host="0.0.0.0", port=0)
-    async with running_table(tmp_path, services=lambda d: [display]):
+    async with running_table(tmp_path, services=[display]):
         await display.wait_started()
         async with aiohttp.ClientSession() as http:
             url = f"http://{address}:{display.port}/supervisor"

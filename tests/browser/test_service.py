@@ -93,7 +93,7 @@ async def test_a_port_in_use_does_not_stop_the_table(tmp_path: Path) -> None:
         blocker.listen()
         port = blocker.getsockname()[1]
         display = DisplayService(port=port, retry_s=0.05)
-        async with running_table(tmp_path, services=lambda d: [display]) as t:
+        async with running_table(tmp_path, services=[display]) as t:
             result = await t.deal(rng_number=3)
             assert result.status == "settled" and not display.started.is_set()
             blocker.close()
@@ -111,7 +111,7 @@ async def test_after_a_restart_the_page_starts_from_the_last_round(tmp_path: Pat
         first: RoundPayload = await t.deal(rng_number=6)
         await t.daemon.submit(PlayerSetting(seat=first.seats[0].seat, house_way=True))
     display = DisplayService(port=0)
-    async with running_table(tmp_path / "b", journal_path=journal, services=lambda d: [display]):
+    async with running_table(tmp_path / "b", journal_path=journal, services=[display]):
         await display.wait_started()
         async with aiohttp.ClientSession() as http, http.get(f"{display.url}/api/state") as r:
             state = await r.json()

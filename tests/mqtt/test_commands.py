@@ -51,9 +51,7 @@ async def test_a_thousand_malformed_commands_leave_the_daemon_serving(
     with structlog.testing.capture_logs() as events:
         async with (
             Subscriber(broker.port, [f"{PREFIX}reply/#", f"{PREFIX}round"]) as sub,
-            running_table(
-                tmp_path, services=lambda d: [service], config_extra=mqtt_section(broker)
-            ) as t,
+            running_table(tmp_path, services=[service], config_extra=mqtt_section(broker)) as t,
         ):
             await service.connected.wait()
             assert sub.client is not None
@@ -105,9 +103,7 @@ async def test_two_shared_subscription_consumers_get_every_round_once(
         first,
         second,
         Subscriber(broker.port, [f"{PREFIX}status"]) as watcher,
-        running_table(
-            tmp_path, services=lambda d: [MqttService()], config_extra=mqtt_section(broker)
-        ) as t,
+        running_table(tmp_path, services=[MqttService()], config_extra=mqtt_section(broker)) as t,
     ):
         await watcher.until(status_is("online"))
         results = [await t.deal() for _ in range(12)]

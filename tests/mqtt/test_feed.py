@@ -41,7 +41,7 @@ async def test_feed_status_first_in_order_without_gaps_and_valid(
     service = MqttService()
     async with Subscriber(broker.port, [f"{PREFIX}#"]) as sub:
         async with running_table(
-            tmp_path, services=lambda d: [service], config_extra=mqtt_section(broker), seed=11
+            tmp_path, services=[service], config_extra=mqtt_section(broker), seed=11
         ) as t:
             first = await sub.next()
             assert first.topic == f"{PREFIX}status" and first.json["payload"]["state"] == "online"
@@ -125,7 +125,7 @@ async def test_mqtt5_reply_on_the_response_topic_with_correlation_data(
         Subscriber(
             broker.port, ["clients/cms-1/replies", f"{PREFIX}#"], aiomqtt.ProtocolVersion.V5
         ) as sub,
-        running_table(tmp_path, services=lambda d: [MqttService()], config_extra=extra) as t,
+        running_table(tmp_path, services=[MqttService()], config_extra=extra) as t,
     ):
         await sub.until(status_is("online"))
         props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
@@ -161,7 +161,7 @@ async def test_backlog_drain_rate(gated: Gate, tmp_path: Path, protocol: str) ->
     broker, count = gated.broker, 2000
     extra = mqtt_section(broker, *gated.mqtt_lines(), protocol=protocol)
     service = MqttService()
-    async with running_table(tmp_path, services=lambda d: [service], config_extra=extra) as t:
+    async with running_table(tmp_path, services=[service], config_extra=extra) as t:
         result = await t.deal()
         await outbox_empty(t.journal, service)
         await broker.stop()

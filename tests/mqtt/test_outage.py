@@ -45,9 +45,7 @@ def is_sequenced(m: Received) -> bool:
 async def test_broker_down_30_s_while_20_rounds_are_dealt(gated: Gate, tmp_path: Path) -> None:
     broker, service = gated.broker, MqttService()
     extra = mqtt_section(broker, *gated.mqtt_lines())
-    async with running_table(
-        tmp_path, services=lambda d: [service], config_extra=extra, seed=20
-    ) as t:
+    async with running_table(tmp_path, services=[service], config_extra=extra, seed=20) as t:
         async with Subscriber(broker.port, [f"{PREFIX}#"], client_kwargs=gated.cms()) as before:
             await before.until(status_is("online"))
             warmup = await t.deal()

@@ -60,7 +60,7 @@ async def test_tls_with_client_certificates(make_broker: MakeBroker, tmp_path: P
     tls = {"tls_context": _tls_context(certs, client_cert=True)}
     async with (
         Subscriber(broker.port, [f"{PREFIX}#"], client_kwargs=tls) as sub,
-        running_table(tmp_path, services=lambda d: [service], config_extra=extra) as t,
+        running_table(tmp_path, services=[service], config_extra=extra) as t,
     ):
         await sub.until(status_is("online"))
         result = await t.deal()
@@ -130,7 +130,7 @@ async def test_acl_limits_the_table_to_its_prefix_and_the_password_is_never_logg
                 aiomqtt.ProtocolVersion.V5,
                 client_kwargs=cms,
             ) as sub,
-            running_table(tmp_path, services=lambda d: [service], config_extra=extra) as t,
+            running_table(tmp_path, services=[service], config_extra=extra) as t,
         ):
             await sub.until(status_is("online"))
             result = await t.deal()
@@ -181,9 +181,7 @@ async def test_acl_limits_the_table_to_its_prefix_and_the_password_is_never_logg
     (auth / "table.password").write_text("wrong-Pw-77\n")
     refused = MqttService()
     with structlog.testing.capture_logs() as failed:
-        async with running_table(
-            tmp_path / "wrong", services=lambda d: [refused], config_extra=extra
-        ):
+        async with running_table(tmp_path / "wrong", services=[refused], config_extra=extra):
             await asyncio.wait_for(
                 wait_for(lambda: refused.failures >= 2, refused.link_changed), 10
             )
@@ -229,7 +227,7 @@ async def test_a_publish_the_acl_refuses_stays_in_the_outbox_and_in_order(
     cms = {"username": "cms", "password": "cms-pw"}
     async with (
         Subscriber(broker.port, [f"{PREFIX}#"], client_kwargs=cms) as sub,
-        running_table(tmp_path, services=lambda d: [service], config_extra=extra) as t,
+        running_table(tmp_path, services=[service], config_extra=extra) as t,
     ):
         await sub.until(status_is("online"))
         misdeal = await t.deal(faults="duplicate_card")  # an alarm and a misdeal
