@@ -15,7 +15,6 @@ import contextlib
 import json
 import math
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -29,14 +28,13 @@ from typing import Any
 
 import aiohttp
 
-from controller.demo import DEMO_CONFIG
-from controller.mqtt_cli import Mosquitto
 from drivers.framing import STX, MsgType
+from simulators.demo import DEMO_CONFIG
+from simulators.mosquitto import MOSQUITTO, Mosquitto, with_parent
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator
 
-MOSQUITTO = "/usr/sbin/mosquitto"
 SITE = "demo"  # DEMO_CONFIG's site
 MB = 1024 * 1024
 
@@ -122,23 +120,6 @@ class DiskMonitor:
 # --- processes -------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def with_parent(command: list[str]) -> list[str]:
-    """``command`` made to get SIGTERM when the thread that started it dies (util-linux
-    ``setpriv --pdeathsig``, which then execs it: same pid), so a killed benchmark leaves no
-    process behind. Not ``preexec_fn``: unsafe once threads exist. Start children from the main
-    thread only (never inside ``asyncio.to_thread``)."""
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "TERM", "--", *command] if setpriv else command
-
-
 def raise_fd_limit() -> int:
     """Lift the soft limit of open files to the hard one (200 ptys are 400 descriptors)."""
     import resource
@@ -150,7 +131,7 @@ def raise_fd_limit() -> int:
 
 
 class Broker(Mosquitto):
-    """A Mosquitto of the benchmark's own on a free port of 127.0.0.1 (controller.mqtt_cli's,
+    """A Mosquitto of the benchmark's own on a free port of 127.0.0.1 (simulators.mosquitto's,
     which the tests use too). ``persistence``: sessions and queued QoS 1 messages survive a
     ``stop`` then ``start`` (a restart); ``kill`` is a crash. A clean stop may take a while to
     save a large queue: the benchmarks give it 30 s."""

@@ -55,7 +55,6 @@ from common import (
     TableProcess,
     cpu_seconds,
     display_section,
-    free_port,
     last_line,
     machine,
     mqtt_section,
@@ -63,10 +62,10 @@ from common import (
     percentile,
     raise_fd_limit,
     rss_bytes,
-    with_parent,
 )
 
 from controller.logging import configure_logging
+from simulators.mosquitto import free_port, with_parent
 
 FEED = f"casino/{SITE}/paigow/#"
 PROGRESS_EVERY = 10.0

@@ -28,11 +28,12 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from common import broker_process, display_section, free_port, mqtt_section
+from common import broker_process, display_section, mqtt_section
 
-from controller.demo import DEMO_CONFIG
 from controller.journal import Journal
 from controller.logging import configure_logging
+from simulators.demo import DEMO_CONFIG
+from simulators.mosquitto import free_port
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator

@@ -40,7 +40,6 @@ from common import (
     DiskMonitor,
     TableProcess,
     display_section,
-    free_port,
     last_line,
     machine,
     mqtt_section,
@@ -51,6 +50,7 @@ from common import (
 )
 
 from controller.logging import configure_logging
+from simulators.mosquitto import free_port
 
 TABLE = "PG-LAT"
 GOAL_MS = 15.0

@@ -118,7 +118,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     import asyncio
 
-    from controller.demo import run_demo
+    from simulators.demo import run_demo
 
     try:
         return asyncio.run(run_demo(args))
@@ -128,7 +128,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _add_daemon_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from controller.demo import add_arguments
+    from simulators.demo import add_arguments
 
     p = sub.add_parser("run", help="run the table daemon", description="Run the table daemon.")
     p.add_argument("--config", required=True, help="the table's TOML config file")

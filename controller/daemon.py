@@ -21,9 +21,10 @@ from typing import Any
 import structlog
 
 from controller import __version__
+from controller.clock import utc_now
 from controller.config import Config
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
-from controller.journal import Journal, OutboxMessage, VoidedRound, utc_now
+from controller.journal import Journal, OutboxMessage, VoidedRound
 from controller.logging import bind_round, unbind_round
 from controller.messages import Command, EnterDice, Payload, Problem, RoundPayload, envelope
 from controller.ports import Service
@@ -45,7 +46,7 @@ from drivers.base import Device
 from drivers.events import DeviceEventBase, DeviceOffline, PositionDrawn
 from drivers.rng import SoftwareRng
 
-log = structlog.get_logger("paigow.daemon")
+log = structlog.get_logger(__name__)
 
 Listener = Callable[[Effect], None]
 SEATS_KEY = "occupied_seats"

@@ -35,9 +35,10 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel
 
+from controller.clock import Clock, iso, utc_now
+
 SCHEMA_VERSION = 1
 
-Clock = Callable[[], datetime]
 Synchronous = Literal["FULL", "NORMAL"]
 
 
@@ -160,17 +161,6 @@ class JournalStats:
 
 
 # --- time and ids ----------------------------------------------------------------------------
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def iso(moment: datetime) -> str:
-    """UTC ISO 8601 with milliseconds and a ``Z``; fixed width, so text order is time order."""
-    if moment.tzinfo is None:
-        raise ValueError("the clock must return timezone-aware datetimes")
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"

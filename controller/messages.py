@@ -15,6 +15,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from controller.clock import iso
+
 SeatLabel = Annotated[str, Field(min_length=1, max_length=8)]
 Amount = Annotated[int, Field(ge=0, le=1_000_000, description="whole currency units")]
 CardText = Annotated[str, Field(min_length=2, max_length=4)]
@@ -212,7 +214,7 @@ def envelope(
         "msg_id": msg_id,
         "table_id": table_id,
         "seq": seq,
-        "time": time.isoformat().replace("+00:00", "Z"),
+        "time": iso(time, "microseconds"),
         "replayed": replayed,
         "payload": payload.model_dump(mode="json"),
     }

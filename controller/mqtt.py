@@ -47,7 +47,7 @@ from controller.table import (
     StatusChanged,
 )
 
-log = structlog.get_logger("paigow.mqtt")
+log = structlog.get_logger(__name__)
 
 #: Commands larger than this are refused unread (bytes).
 COMMAND_SIZE_LIMIT = 16 * 1024

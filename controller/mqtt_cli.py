@@ -1,6 +1,5 @@
-"""MQTT on the command line: ``paigow-table monitor`` (the feed for a person), ``paigow-table
-schemas`` (the JSON Schemas), a private Mosquitto for the demo and the tests, and the demo's
-feed printer.
+"""MQTT on the command line: ``paigow-table monitor`` (the feed for a person) and ``paigow-table
+schemas`` (the JSON Schemas), and the feed printer the demo uses.
 
     paigow-table monitor --broker 127.0.0.1:1883 --prefix casino/demo/paigow/PG-DEMO/
     paigow-table monitor --broker broker:8883 --prefix 'casino/+/paigow/+/' --ca-file ca.pem \\
@@ -15,194 +14,11 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import pwd
-import shutil
-import signal
-import socket
 import sys
-from collections import deque
-from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TextIO
+from typing import Any, TextIO
 
 from controller.words import words
-
-if TYPE_CHECKING:
-    from controller.journal import Journal
-    from controller.ports import Service
-
-MOSQUITTO = "/usr/sbin/mosquitto"
-
-
-# --- a private broker ----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _with_parent(command: list[str]) -> list[str]:
-    """``command`` made to get SIGTERM when we die (util-linux ``setpriv --pdeathsig``), so a
-    killed demo or test run leaves no broker behind (it exits within a second). Unchanged where
-    setpriv is missing. (``preexec_fn`` could do it too, but is unsafe once threads exist.)"""
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "TERM", "--", *command] if setpriv else command
-
-
-class Mosquitto:
-    """A Mosquitto broker of our own: its config in ``workdir``, one listener on 127.0.0.1,
-    persistence off. ``start`` returns once the broker says it is running; ``stop`` and
-    ``start`` again reuse the same port (an outage); ``reload`` sends SIGHUP (password file, ACL
-    and ``allow_anonymous`` are re-read). ``listener_options`` go under the listener (TLS);
-    ``options`` at the top level (auth, ACL)."""
-
-    def __init__(
-        self,
-        workdir: Path,
-        port: int = 0,
-        *,
-        listener_options: Iterable[str] = (),
-        options: Iterable[str] = (),
-        binary: str = MOSQUITTO,
-        persistence: bool = False,
-        autosave: int = 30,
-    ) -> None:
-        self.workdir = workdir
-        self.port = port or free_port()
-        self.listener_options = list(listener_options)
-        self.options = list(options)
-        self.binary = binary
-        self.persistence = persistence
-        self.autosave = autosave
-        self.starts = 0
-        self.conf = workdir / "mosquitto.conf"
-        self.log: deque[str] = deque(maxlen=2000)
-        self._proc: asyncio.subprocess.Process | None = None
-        self._reader: asyncio.Task[None] | None = None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.returncode is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    def _persistence(self) -> list[str]:
-        """With persistence the broker keeps sessions and queued QoS 1 messages in
-        ``mosquitto.db``, written on a clean stop and every ``autosave`` seconds, read at start:
-        a ``stop`` then ``start`` is a restart that loses no session; ``kill`` is a crash."""
-        if not self.persistence:
-            return ["persistence false"]
-        return [
-            "persistence true",
-            f"persistence_location {self.workdir}/",
-            "persistence_file mosquitto.db",
-            f"autosave_interval {self.autosave}",
-        ]
-
-    def write_config(self) -> None:
-        lines = [
-            f"listener {self.port} 127.0.0.1",
-            *self.listener_options,
-            *self._persistence(),
-            # Run as root, mosquitto would switch to the "mosquitto" user, who cannot read our
-            # private directory; as anyone else this line changes nothing.
-            f"user {pwd.getpwuid(os.getuid()).pw_name}",
-            "log_dest stderr",  # unbuffered, unlike stdout into a pipe
-            "log_type error",
-            "log_type warning",
-            "log_type notice",
-            "log_type information",
-            "connection_messages true",
-            # Without it Nagle holds back PUBACKs: ~40 ms stalls per publish window.
-            "set_tcp_nodelay true",
-            *self.options,
-        ]
-        if not any(line.startswith("allow_anonymous") for line in self.options):
-            lines.append("allow_anonymous true")
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-    async def start(self, timeout: float = 10.0) -> None:
-        if self.running:
-            return
-        self.write_config()
-        self._proc = await asyncio.create_subprocess_exec(
-            *_with_parent([self.binary, "-c", str(self.conf)]),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-            # Its own session: a terminal's Ctrl-C reaches the demo, which stops the broker
-            # after the table has stopped (a broker dying first makes paho fail on closed fds).
-            start_new_session=True,
-        )
-        self.starts += 1
-        up: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._reader = asyncio.create_task(self._read(self._proc, up), name="mosquitto.log")
-        try:
-            await asyncio.wait_for(up, timeout)
-        except BaseException:
-            await self.kill()
-            raise
-
-    async def _read(self, proc: asyncio.subprocess.Process, up: asyncio.Future[None]) -> None:
-        assert proc.stderr is not None
-        async for raw in proc.stderr:
-            line = raw.decode("utf-8", "replace").rstrip()
-            self.log.append(line)
-            if not up.done() and " running" in line:
-                up.set_result(None)
-        if not up.done():
-            tail = "\n".join(list(self.log)[-10:])
-            up.set_exception(RuntimeError(f"mosquitto exited on port {self.port}:\n{tail}"))
-
-    async def stop(self, timeout: float = 10.0) -> None:
-        """A clean stop (SIGTERM): with persistence, the broker saves its sessions first."""
-        await self._end(signal.SIGTERM, timeout)
-
-    async def kill(self) -> None:
-        """A crash (SIGKILL): what the broker had not saved is gone."""
-        await self._end(signal.SIGKILL, 5.0)
-
-    async def _end(self, sig: signal.Signals, timeout: float) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.returncode is None:
-            proc.send_signal(sig)
-            try:
-                await asyncio.wait_for(proc.wait(), timeout)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        if self._reader is not None:
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(self._reader, 5)
-            self._reader = None
-
-    def reload(self) -> None:
-        """Re-read the config (SIGHUP)."""
-        self.write_config()
-        if self._proc is not None and self._proc.returncode is None:
-            self._proc.send_signal(signal.SIGHUP)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
 
 # --- the feed for a person -----------------------------------------------------------------------
 
@@ -349,101 +165,6 @@ def _payload_bytes(payload: Any) -> bytes:
     return b"" if payload is None else str(payload).encode()
 
 
-# --- the demo ------------------------------------------------------------------------------------
-
-
-class DemoMqtt:
-    """What ``paigow-table demo`` needs for MQTT: a private broker (or ``--broker``), the
-    ``[mqtt]`` config section, the feed printer, and a stop that waits for the feed."""
-
-    def __init__(self, host: str, port: int, out: TextIO, broker: Mosquitto | None) -> None:
-        self.host, self.port, self.out, self.broker = host, port, out, broker
-        self.feed: FeedPrinter | None = None
-        self._stopping: set[asyncio.Task[None]] = set()
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, workdir: Path, out: TextIO) -> DemoMqtt | None:
-        """None when MQTT is off (``--no-mqtt``, or no Mosquitto and no ``--broker``)."""
-        if getattr(args, "no_mqtt", False):
-            return None
-        broker_arg = getattr(args, "broker", None)
-        if broker_arg:
-            host, port = parse_broker(broker_arg)
-            return cls(host, port, out, None)
-        binary = MOSQUITTO if os.access(MOSQUITTO, os.X_OK) else shutil.which("mosquitto")
-        if binary is None:
-            print("(MQTT off: no mosquitto found; use --broker HOST:PORT)", file=out, flush=True)
-            return None
-        broker = Mosquitto(
-            workdir / "mosquitto", getattr(args, "mqtt_port", None) or 0, binary=binary
-        )
-        return cls("127.0.0.1", broker.port, out, broker)
-
-    @property
-    def config_extra(self) -> str:
-        return f'\n[mqtt]\nhost = "{self.host}"\nport = {self.port}\nkeepalive = 10\n'
-
-    def services(self, prefix: str) -> list[Service]:
-        self.feed = FeedPrinter(self.host, self.port, prefix, self.out, mark="  mqtt ▸ ")
-        return [self.feed]
-
-    def stop_when_delivered(
-        self, journal: Journal, stop: asyncio.Event, drain_timeout: float
-    ) -> Callable[[], None]:
-        """A callback that sets ``stop`` once the broker acknowledged every journaled message
-        (the outbox is empty) or ``drain_timeout`` seconds passed, and the feed printed them."""
-
-        def done() -> None:
-            async def wait_then_stop() -> None:
-                loop = asyncio.get_running_loop()
-                deadline = loop.time() + drain_timeout
-                # The publisher deletes a row on its PUBACK; it signals nothing else to wait on.
-                while journal.outbox_pending() and loop.time() < deadline:
-                    await asyncio.sleep(0.1)
-                if not journal.outbox_pending():
-                    seq = journal.message_seq()
-                    if self.feed is not None and not await self.feed.caught_up(seq, timeout=5):
-                        print("  (the feed printer missed messages)", file=self.out, flush=True)
-                stop.set()
-
-            task = asyncio.get_running_loop().create_task(wait_then_stop())
-            self._stopping.add(task)
-            task.add_done_callback(self._stopping.discard)
-
-        return done
-
-    async def __aenter__(self) -> Self:
-        if self.broker is not None:
-            await self.broker.start()
-        where = "a private Mosquitto" if self.broker else "the broker"
-        print(f"MQTT: {where} on {self.host}:{self.port}", file=self.out, flush=True)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self.broker is not None:
-            await self.broker.stop()
-
-
-def add_demo_arguments(p: argparse.ArgumentParser) -> None:
-    group = p.add_mutually_exclusive_group()
-    group.add_argument(
-        "--mqtt-port",
-        type=int,
-        default=None,
-        help="port of the demo's private Mosquitto on 127.0.0.1 (default: a free one)",
-    )
-    group.add_argument("--broker", metavar="HOST:PORT", help="publish to this broker instead")
-    group.add_argument("--no-mqtt", action="store_true", help="do not publish over MQTT")
-    p.add_argument(
-        "--drain-timeout",
-        type=float,
-        default=60.0,
-        metavar="S",
-        help="with --rounds: wait up to S seconds for the broker to acknowledge every message "
-        "before stopping (default 60)",
-    )
-
-
 # --- paigow-table monitor ------------------------------------------------------------------------
 
 
@@ -451,20 +172,18 @@ async def monitor(
     args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
     """Print the feed on ``out`` (one JSON object a line with ``--json``); comments on ``err``."""
-    import ssl
-
     import aiomqtt
 
-    from controller.mqtt import NODELAY
+    from controller.config import TlsConfig
+    from controller.mqtt import NODELAY, tls_context
 
     host, port = parse_broker(args.broker)
     prefix = args.prefix if args.prefix.endswith("/") else args.prefix + "/"
     topic = f"{prefix}#" if not args.share else f"$share/{args.share}/{prefix}#"
     context = None
-    if args.ca_file or args.cert_file:
-        context = ssl.create_default_context(cafile=args.ca_file)
-        if args.cert_file:
-            context.load_cert_chain(args.cert_file, args.key_file)
+    if args.ca_file or args.cert_file:  # the publisher's TLS rules: verify, TLS 1.2 or newer
+        tls = TlsConfig(ca_file=args.ca_file, cert_file=args.cert_file, key_file=args.key_file)
+        context = tls_context(tls)
     password = None
     if args.password_file:
         password = Path(args.password_file).read_text(encoding="utf-8").rstrip("\r\n")

@@ -11,7 +11,7 @@ from controller.table import Effect, RoundClosed
 from drivers.base import DisplaySink
 from drivers.codecs.pole import PoleResult, format_pole
 
-log = structlog.get_logger("paigow.services")
+log = structlog.get_logger(__name__)
 
 
 def pole_screen(effect: Effect) -> PoleResult | None:

@@ -24,7 +24,7 @@ from controller.ports import Service
 from controller.services import PoleService
 from drivers.base import Device, DisplaySink
 
-log = structlog.get_logger("paigow.wiring")
+log = structlog.get_logger(__name__)
 
 
 def default_services(config: Config, sinks: Sequence[DisplaySink]) -> list[Service]:

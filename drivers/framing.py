@@ -358,7 +358,7 @@ class Codec(Protocol):
         ...
 
 
-_log = structlog.get_logger()
+_log = structlog.get_logger(__name__)
 
 
 class ReferenceCodec:

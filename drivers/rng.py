@@ -18,7 +18,7 @@ from drivers.codecs.rng import ReferenceRngCodec
 from drivers.events import DeviceOffline, DeviceOnline, PositionDrawn
 from drivers.stream import StreamDevice
 
-_log = structlog.get_logger()
+_log = structlog.get_logger(__name__)
 
 
 class RngBoxDevice(StreamDevice):

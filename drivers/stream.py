@@ -28,7 +28,7 @@ from drivers.events import (
 )
 from drivers.framing import Codec, ReferenceCodec
 
-_log = structlog.get_logger()
+_log = structlog.get_logger(__name__)
 
 DEFAULT_BACKOFF: Final = Backoff(initial=0.1, factor=2.0, cap=1.0)
 CLOSE_TIMEOUT: Final = 2.0

@@ -28,7 +28,7 @@ from simulators.faults import FAULTS, Fault, corrupt, line_noise, parse_faults
 from simulators.pty import PtyPort
 from simulators.tcp import TcpServerPort
 
-_log = structlog.get_logger()
+_log = structlog.get_logger(__name__)
 
 HOST_WAIT = 5.0
 

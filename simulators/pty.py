@@ -20,7 +20,7 @@ from pathlib import Path
 
 import structlog
 
-_log = structlog.get_logger()
+_log = structlog.get_logger(__name__)
 
 WRITE_STALL_TIMEOUT = 2.0
 DRAIN_TIMEOUT = 1.0

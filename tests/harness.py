@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.daemon import Daemon
-from controller.demo import demo_config
 from controller.devices import build_devices
 from controller.journal import Journal
 from controller.messages import RoundPayload
 from controller.ports import Service
 from controller.table import DeviceChanged, Effect, RoundClosed
 from controller.wiring import build_daemon
+from simulators.demo import demo_config
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator

@@ -41,7 +41,7 @@ from controller.messages import (
 )
 from controller.ports import DisplayHost
 
-log = structlog.get_logger("paigow.display")
+log = structlog.get_logger(__name__)
 
 STATIC_DIR = Path(__file__).with_name("static")
 # The pages call the controller "not responding" after three missed heartbeats.
@@ -634,6 +634,7 @@ class DisplayService:
             status=table.status().model_dump(mode="json"),
             devices={name: {"online": up, "detail": ""} for name, up in table.devices.items()},
             occupied=dict(table.occupied),
+            clock=daemon.clock,
         )
         current = table.round
         if last is not None and (current is None or current.round_id == last[0].round_id):

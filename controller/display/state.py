@@ -17,9 +17,9 @@ import json
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from controller.clock import Clock, iso, utc_now
 from controller.messages import PlayerPayload, RoundPayload
 from controller.table import (
     AlarmRaised,
@@ -85,6 +85,7 @@ class LiveState:
     players: dict[str, dict[str, Any]] = field(default_factory=dict)
     alarms: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_ALARMS))
     last_payload: RoundPayload | None = None
+    clock: Clock = utc_now  # the daemon's clock: alarm and device times on the pages
     _clients: set[asyncio.Queue[Update]] = field(default_factory=set)
 
     # --- what the pages get -------------------------------------------------------------
@@ -185,11 +186,15 @@ class LiveState:
                 self.players[p.seat] = p.model_dump(mode="json")
                 self._publish("player", self.players[p.seat])
             case AlarmRaised(payload=p):
-                alarm = {"at": _now(), **p.model_dump(mode="json")}
+                alarm = {"at": iso(self.clock()), **p.model_dump(mode="json")}
                 self.alarms.appendleft(alarm)
                 self._publish("alarm", alarm)
             case DeviceChanged(payload=p):
-                self.devices[p.device] = {"online": p.online, "detail": p.detail, "at": _now()}
+                self.devices[p.device] = {
+                    "online": p.online,
+                    "detail": p.detail,
+                    "at": iso(self.clock()),
+                }
                 self._publish("device", {"device": p.device, **self.devices[p.device]})
             case StatusChanged(payload=p):
                 self.status = p.model_dump(mode="json")
@@ -199,7 +204,3 @@ class LiveState:
                 self._publish("seats", {"occupied": self.occupied})
             case _:
                 pass
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from controller.demo import DEMO_CONFIG
+from simulators.demo import DEMO_CONFIG
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator

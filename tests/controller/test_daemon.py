@@ -13,12 +13,12 @@ import sys
 import time
 from pathlib import Path
 
-from controller.demo import DEMO_CONFIG
 from controller.game.cards import parse_cards
 from controller.game.house_way import house_way
 from controller.journal import Journal
 from controller.messages import VoidRound
 from controller.table import AlarmRaised
+from simulators.demo import DEMO_CONFIG
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator
@@ -193,8 +193,8 @@ async def test_systemd_notify_ready_watchdog_and_stopping(tmp_path: Path) -> Non
 
 def test_device_options_reach_drivers_and_refused_ones_stop_the_start(tmp_path: Path) -> None:
     from controller.config import ConfigError
-    from controller.demo import demo_config
     from controller.devices import build_devices
+    from simulators.demo import demo_config
 
     extra = """
 [devices.dice]

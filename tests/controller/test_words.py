@@ -7,11 +7,11 @@ import io
 import re
 from pathlib import Path
 
-from controller.demo import run_demo
 from controller.game.paytables import CHAN_CHU_LINES, JACKS_BEAT_LINES, PUSH_ACE_HIGH_LINES
 from controller.game.wagers import PaiGowResult
 from controller.mqtt_cli import format_feed_line
 from controller.words import LINES, PAI_GOW_REASONS, words
+from simulators.demo import run_demo
 
 CODE = re.compile(r"\b[a-z0-9]+_[a-z0-9_]+\b")
 

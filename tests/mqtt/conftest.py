@@ -1,7 +1,7 @@
 """MQTT tests against a real Mosquitto the suite starts on a free port (never the system's).
 
 ``broker`` is a plain anonymous broker; ``make_broker`` builds others (TLS, password file, ACL).
-Each is a :class:`controller.mqtt_cli.Mosquitto`: its config is written to the test's tmp dir,
+Each is a :class:`simulators.mosquitto.Mosquitto`: its config is written to the test's tmp dir,
 persistence is off, ``stop()`` then ``start()`` brings the SAME broker back on the same port.
 ``Subscriber`` collects what a casino system would receive; tests wait on messages with
 timeouts, never on sleeps.
@@ -30,7 +30,7 @@ from paho.mqtt.properties import Properties
 from controller.daemon import wait_for
 from controller.journal import Journal
 from controller.mqtt import NODELAY, MqttService
-from controller.mqtt_cli import Mosquitto
+from simulators.mosquitto import Mosquitto
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
 PREFIX = "casino/demo/paigow/PG-T1/"

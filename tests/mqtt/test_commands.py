@@ -14,7 +14,7 @@ import structlog
 
 from controller.daemon import wait_for
 from controller.mqtt import COMMAND_SIZE_LIMIT, MqttService
-from controller.mqtt_cli import Mosquitto
+from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
 from tests.mqtt.conftest import (
     PREFIX,

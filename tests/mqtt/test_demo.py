@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from controller.mqtt_cli import Mosquitto
+from simulators.mosquitto import Mosquitto
 from tests.mqtt.conftest import Subscriber
 
 DEMO_PREFIX = "casino/demo/paigow/PG-DEMO/"

@@ -14,7 +14,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from controller.mqtt import MqttService
-from controller.mqtt_cli import Mosquitto
+from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
 from tests.mqtt.conftest import (
     PREFIX,

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 from controller.daemon import wait_for
-from controller.demo import DEMO_CONFIG
 from controller.journal import Journal
 from controller.mqtt import MqttService
+from simulators.demo import DEMO_CONFIG
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator

@@ -17,7 +17,7 @@ from paho.mqtt.properties import Properties
 
 from controller.daemon import wait_for
 from controller.mqtt import MqttService, _Client
-from controller.mqtt_cli import Mosquitto
+from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
 from tests.mqtt.conftest import (
     PREFIX,

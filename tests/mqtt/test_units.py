@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from controller.cli import _registrars, build_parser
-from controller.demo import run_demo
 from controller.journal import OutboxRow
 from controller.messages import EnterDice, VoidRound, parse_command
 from controller.mqtt import COMMAND_SIZE_LIMIT, CommandRefused, parse_command_message, wire_payload
-from controller.mqtt_cli import Mosquitto, format_feed_line, monitor, parse_broker
+from controller.mqtt_cli import format_feed_line, monitor, parse_broker
 from controller.schemas import generate, stale, write
+from simulators.demo import run_demo
+from simulators.mosquitto import Mosquitto
 from tests.mqtt.conftest import PREFIX, SCHEMAS, Subscriber
 
 

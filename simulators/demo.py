@@ -7,13 +7,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import random
+import shutil
 import signal
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Self, TextIO
 
 from controller.config import Config, parse_config
 from controller.devices import build_devices
@@ -21,12 +23,13 @@ from controller.display import DisplayService
 from controller.journal import Journal
 from controller.logging import configure_logging
 from controller.messages import RoundPayload
-from controller.mqtt_cli import DemoMqtt, add_demo_arguments
+from controller.mqtt_cli import FeedPrinter, parse_broker
 from controller.ports import EffectSource, Service
 from controller.table import AlarmRaised, DeviceChanged, Effect, RoundClosed
 from controller.wiring import build_daemon, default_services
 from controller.words import words
 from simulators.faults import FAULTS
+from simulators.mosquitto import MOSQUITTO, Mosquitto
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator
@@ -122,6 +125,101 @@ def _side(wager: str, line: str, pays: int) -> str:
 
 def _pays(pays: int) -> str:
     return {0: "push", -1: "loses"}.get(pays, f"{pays} to 1")
+
+
+# --- the demo ------------------------------------------------------------------------------------
+
+
+class DemoMqtt:
+    """What ``paigow-table demo`` needs for MQTT: a private broker (or ``--broker``), the
+    ``[mqtt]`` config section, the feed printer, and a stop that waits for the feed."""
+
+    def __init__(self, host: str, port: int, out: TextIO, broker: Mosquitto | None) -> None:
+        self.host, self.port, self.out, self.broker = host, port, out, broker
+        self.feed: FeedPrinter | None = None
+        self._stopping: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, workdir: Path, out: TextIO) -> DemoMqtt | None:
+        """None when MQTT is off (``--no-mqtt``, or no Mosquitto and no ``--broker``)."""
+        if getattr(args, "no_mqtt", False):
+            return None
+        broker_arg = getattr(args, "broker", None)
+        if broker_arg:
+            host, port = parse_broker(broker_arg)
+            return cls(host, port, out, None)
+        binary = MOSQUITTO if os.access(MOSQUITTO, os.X_OK) else shutil.which("mosquitto")
+        if binary is None:
+            print("(MQTT off: no mosquitto found; use --broker HOST:PORT)", file=out, flush=True)
+            return None
+        broker = Mosquitto(
+            workdir / "mosquitto", getattr(args, "mqtt_port", None) or 0, binary=binary
+        )
+        return cls("127.0.0.1", broker.port, out, broker)
+
+    @property
+    def config_extra(self) -> str:
+        return f'\n[mqtt]\nhost = "{self.host}"\nport = {self.port}\nkeepalive = 10\n'
+
+    def services(self, prefix: str) -> list[Service]:
+        self.feed = FeedPrinter(self.host, self.port, prefix, self.out, mark="  mqtt ▸ ")
+        return [self.feed]
+
+    def stop_when_delivered(
+        self, journal: Journal, stop: asyncio.Event, drain_timeout: float
+    ) -> Callable[[], None]:
+        """A callback that sets ``stop`` once the broker acknowledged every journaled message
+        (the outbox is empty) or ``drain_timeout`` seconds passed, and the feed printed them."""
+
+        def done() -> None:
+            async def wait_then_stop() -> None:
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + drain_timeout
+                # The publisher deletes a row on its PUBACK; it signals nothing else to wait on.
+                while journal.outbox_pending() and loop.time() < deadline:
+                    await asyncio.sleep(0.1)
+                if not journal.outbox_pending():
+                    seq = journal.message_seq()
+                    if self.feed is not None and not await self.feed.caught_up(seq, timeout=5):
+                        print("  (the feed printer missed messages)", file=self.out, flush=True)
+                stop.set()
+
+            task = asyncio.get_running_loop().create_task(wait_then_stop())
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
+
+        return done
+
+    async def __aenter__(self) -> Self:
+        if self.broker is not None:
+            await self.broker.start()
+        where = "a private Mosquitto" if self.broker else "the broker"
+        print(f"MQTT: {where} on {self.host}:{self.port}", file=self.out, flush=True)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.broker is not None:
+            await self.broker.stop()
+
+
+def add_demo_arguments(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--mqtt-port",
+        type=int,
+        default=None,
+        help="port of the demo's private Mosquitto on 127.0.0.1 (default: a free one)",
+    )
+    group.add_argument("--broker", metavar="HOST:PORT", help="publish to this broker instead")
+    group.add_argument("--no-mqtt", action="store_true", help="do not publish over MQTT")
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="with --rounds: wait up to S seconds for the broker to acknowledge every message "
+        "before stopping (default 60)",
+    )
 
 
 class DemoDealer:
