@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import serial  # type: ignore[import-untyped]
-import structlog
 from serial_asyncio_fast import open_serial_connection
 
 from drivers.base import Backoff, EventSink
 from drivers.codecs.pole import INIT, PoleResult, display_lines, encode_frame, format_pole
-from drivers.events import DeviceOffline, DeviceOnline
+from drivers.reconnect import Presence, keep_connected
 
 __all__ = ["PoleResult", "SerialPoleDisplay", "format_pole"]
 
-_log = structlog.get_logger(__name__)
 
 # reopening a missing port costs nothing: look for it again at least every two seconds
 DEFAULT_BACKOFF = Backoff(initial=0.1, factor=2.0, cap=2.0)
@@ -90,54 +88,48 @@ class SerialPoleDisplay:
         return f"serial {self.port} {self.baudrate} {self.bytesize}{self.parity}{self.stopbits:g}"
 
     async def run(self, sink: EventSink) -> None:
-        """Keep the display showing the latest text until cancelled."""
-        log = _log.bind(device=self.name, port=self.port)
-        attempt = 0
-        online: bool | None = None
-        while True:
-            try:
-                reader, writer = await open_serial_connection(
-                    url=self.port,
-                    baudrate=self.baudrate,
-                    bytesize=self.bytesize,
-                    parity=_PARITIES[self.parity],
-                    stopbits=self.stopbits,
-                )
-            except Exception as exc:  # SerialException (OSError inside): absent, busy, refused
-                reason = f"{type(exc).__name__}: {exc}"
-                if online is not False:
-                    log.warning("pole_offline", reason=reason)
-                    sink.put_nowait(DeviceOffline(device=self.name, reason=reason))
-                    online = False
-                await self.backoff.sleep(attempt)
-                attempt += 1
-                continue
-            online = True
-            log.info("pole_online", detail=self.describe())
-            sink.put_nowait(DeviceOnline(device=self.name, detail=self.describe()))
-            try:
-                reason, proven = await self._serve(reader, writer)
-            except Exception as exc:  # a bug must not end the driver: reopen instead
-                log.exception("pole_serve_error")
-                reason, proven = f"{type(exc).__name__}: {exc}", False
-            finally:
-                writer.transport.abort()  # close() would first wait for a stuck port to drain
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(writer.wait_closed(), self.write_timeout)
-            if proven:
-                attempt = 0
-            log.warning("pole_offline", reason=reason)
-            sink.put_nowait(DeviceOffline(device=self.name, reason=reason))
-            online = False
-            await self.backoff.sleep(attempt)
-            attempt += 1
+        """Keep the display showing the latest text until cancelled (drivers/reconnect.py): online
+        once the display took a write, one offline report per outage."""
+        presence = Presence(self.name, sink)
+
+        async def open_port() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            return await open_serial_connection(
+                url=self.port,
+                baudrate=self.baudrate,
+                bytesize=self.bytesize,
+                parity=_PARITIES[self.parity],
+                stopbits=self.stopbits,
+            )
+
+        async def session(link: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> str:
+            return await self._serve(*link, proven=lambda: presence.up(self.describe()))
+
+        async def close(link: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
+            writer = link[1]
+            writer.transport.abort()  # close() would first wait for a stuck port to drain
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), self.write_timeout)
+
+        await keep_connected(
+            presence,
+            self.backoff,
+            open_link=open_port,
+            session=session,
+            close_link=close,
+            # SerialException (OSError inside): absent, busy, refused
+            cannot_open=lambda exc: f"{type(exc).__name__}: {exc}",
+        )
 
     async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> tuple[str, bool]:
-        """Write frames until the port fails; return why, and whether a frame got out."""
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        proven: Callable[[], None],
+    ) -> str:
+        """Write frames until the port fails; return why. ``proven`` is called after each write
+        the display took."""
         lost = asyncio.create_task(_until_lost(reader), name=f"pole[{self.name}].input")
-        proven = False
         try:
             self._changed.clear()
             frame = INIT + (encode_frame(self._wanted) if self._wanted is not None else b"")
@@ -146,17 +138,17 @@ class SerialPoleDisplay:
                 try:
                     await asyncio.wait_for(writer.drain(), self.write_timeout)
                 except TimeoutError:
-                    return f"display not taking data for {self.write_timeout:g} s", proven
+                    return f"display not taking data for {self.write_timeout:g} s"
                 except Exception as exc:
-                    return f"{type(exc).__name__}: {exc}", proven
-                proven = True
+                    return f"{type(exc).__name__}: {exc}"
+                proven()
                 changed = asyncio.create_task(self._changed.wait())
                 try:
                     await asyncio.wait({changed, lost}, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     await _cancelled(changed)
                 if lost.done():
-                    return lost.result(), proven
+                    return lost.result()
                 self._changed.clear()
                 frame = encode_frame(self._wanted) if self._wanted is not None else b""
         finally:

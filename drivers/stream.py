@@ -2,10 +2,11 @@
 
 ``StreamDevice.run`` opens the transport, greets the device, feeds every byte to the codec and
 puts the codec's events on the sink. When the link goes (unplug, cable pulled, server gone, pty
-closed) it reports ``DeviceOffline`` and reopens with capped exponential backoff; when the link
-is back it reports ``DeviceOnline``. Two timers run while connected: an inter-byte timeout that
-gives up on a partial frame (``FrameError(error="truncated")``) and, for card sources, a deal
-silence timeout (``DeviceFault(code="silence")``). Nothing but CancelledError leaves ``run``.
+closed) it reports ``DeviceOffline`` and reopens with capped exponential backoff; once the
+device sends a well-formed frame on a new link it reports ``DeviceOnline``
+(drivers/reconnect.py). Two timers run while connected: an inter-byte timeout that gives up on
+a partial frame (``FrameError(error="truncated")``) and, for card sources, a deal silence
+timeout (``DeviceFault(code="silence")``). Nothing but CancelledError leaves ``run``.
 """
 
 from __future__ import annotations
@@ -23,20 +24,15 @@ from drivers.events import (
     DealStarted,
     DeviceEvent,
     DeviceFault,
-    DeviceOffline,
-    DeviceOnline,
 )
 from drivers.framing import Codec, ReferenceCodec
+from drivers.reconnect import Presence, keep_connected
 
 _log = structlog.get_logger(__name__)
 
 DEFAULT_BACKOFF: Final = Backoff(initial=0.1, factor=2.0, cap=1.0)
 CLOSE_TIMEOUT: Final = 2.0
-STABLE_SESSION: Final = 5.0  # a link that lasted this long resets the backoff
 TIMER_SLACK: Final = 0.001  # asyncio may wake a timer a hair early
-MAX_ATTEMPT: Final = (
-    32  # Backoff.delay overflows a float near attempt 1024; the cap is long reached
-)
 
 
 class LinkClosed(Exception):
@@ -156,7 +152,7 @@ class StreamDevice:
         )
         self._link: Link | None = None
         self._in_deal = False
-        self._online = False
+        self._presence: Presence | None = None
 
     @property
     def connected(self) -> bool:
@@ -170,55 +166,27 @@ class StreamDevice:
         return True
 
     async def run(self, sink: EventSink) -> None:
-        """Connect, read and reconnect until cancelled. Emits DeviceOnline once the device has
-        sent a well-formed frame on a link, and one DeviceOffline per outage: a link that closes
-        before any valid frame (a serial-device server whose device is absent accepts, writes an
-        error text and closes) neither brings the device online nor reports it offline again."""
-        attempt = 0
-        offline_reported = False
-        try:
-            while True:
-                try:
-                    link = await self.transport.open()
-                except Exception as exc:
-                    if not offline_reported:
-                        reason = f"cannot open {self.transport.describe()}: {exc}"
-                        self._emit(sink, [DeviceOffline(device=self.name, reason=reason)])
-                        self._log().warning("device_unreachable", reason=reason)
-                        offline_reported = True
-                    await self.backoff.sleep(attempt)
-                    attempt = min(attempt + 1, MAX_ATTEMPT)
-                    continue
-                began = asyncio.get_running_loop().time()
-                reason = await self._session(link, sink)
-                was_online, self._online = self._online, False
-                # a link that drops at once (ser2net without its device) keeps backing off
-                if asyncio.get_running_loop().time() - began >= STABLE_SESSION:
-                    attempt = 0
-                if was_online or not offline_reported:
-                    if not was_online:
-                        reason = f"no valid frame from {self.transport.describe()}: {reason}"
-                    self._log().warning("device_offline", reason=reason)
-                    self._emit(sink, [DeviceOffline(device=self.name, reason=reason)])
-                    offline_reported = True
-                await self.backoff.sleep(attempt)
-                attempt = min(attempt + 1, MAX_ATTEMPT)
-        except asyncio.CancelledError:
-            if self._online:
-                self._online = False
-                self._emit(sink, [DeviceOffline(device=self.name, reason="driver stopped")])
-            raise
+        """Connect, read and reconnect until cancelled (drivers/reconnect.py): online once the
+        device sent a well-formed frame on a link, one offline report per outage."""
+        self._presence = Presence(self.name, sink)
+        await keep_connected(
+            self._presence,
+            self.backoff,
+            open_link=self.transport.open,
+            session=lambda link: self._session(link, sink),
+            close_link=_close,
+            cannot_open=lambda exc: f"cannot open {self.transport.describe()}: {exc}",
+            unproven=lambda reason: f"no valid frame from {self.transport.describe()}: {reason}",
+        )
+
+    @property
+    def _online(self) -> bool:
+        return self._presence is not None and self._presence.online
 
     def _log(self) -> structlog.stdlib.BoundLogger:
         # Bound when used, not when built: the daemon configures logging after the drivers exist.
         log: structlog.stdlib.BoundLogger = _log.bind(device=self.name)
         return log
-
-    def _announce(self, sink: EventSink) -> None:
-        """The first well-formed frame on this link: the device is really there."""
-        self._online = True
-        self._log().info("device_online", link=self.transport.describe())
-        self._emit(sink, [DeviceOnline(device=self.name, detail=self.transport.describe())])
 
     async def _session(self, link: Link, sink: EventSink) -> str:
         """Read until the link goes; returns why it went. Closes the link whatever happens."""
@@ -241,7 +209,8 @@ class StreamDevice:
                 last_bytes = loop.time()
                 events = self.codec.feed(data)
                 if not self._online and self.codec.frames:
-                    self._announce(sink)
+                    assert self._presence is not None
+                    self._presence.up(self.transport.describe())
                 if self._online:
                     self._emit(sink, events)
                 else:
@@ -251,13 +220,8 @@ class StreamDevice:
             if self._online:
                 self._emit(sink, self.codec.flush())
             return f"link lost: {exc}"
-        except Exception as exc:
-            # a bug here must not stop the table: log it, drop the link, reconnect
-            self._log().exception("driver_error")
-            return f"driver error: {exc!r}"
         finally:
             self._link = None
-            await link.close()
 
     def _deadline(self, last_bytes: float) -> float | None:
         deadlines = []
@@ -289,3 +253,7 @@ class StreamDevice:
                 sink.put_nowait(event)
             except Exception:
                 self._log().exception("sink_rejected_event", event_kind=event.kind)
+
+
+async def _close(link: Link) -> None:
+    await link.close()

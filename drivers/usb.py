@@ -23,7 +23,8 @@ import usb.core  # type: ignore[import-untyped]
 import usb.util  # type: ignore[import-untyped]
 
 from drivers.base import Backoff, EventSink
-from drivers.events import DeviceEvent, DeviceOffline, DeviceOnline, FrameError
+from drivers.events import DeviceEvent, FrameError
+from drivers.reconnect import Presence, keep_connected
 
 ReportHandler = Callable[[bytes], Iterable[DeviceEvent]]
 
@@ -81,41 +82,25 @@ class UsbTransport:
         return f"{self.vendor_id:04x}:{self.product_id:04x}"
 
     async def run(self, sink: EventSink, on_report: ReportHandler) -> None:
-        log = _log.bind(device=self.name, usb_id=self.usb_id)
-        attempt = 0
-        online: bool | None = None  # None: nothing reported yet, so the first failure is reported
-        while True:
-            try:
-                dev = await self._open_in_thread()
-            except Exception as exc:
-                reason = _reason(exc)
-                if online is not False:
-                    log.warning("usb_offline", reason=reason)
-                    sink.put_nowait(DeviceOffline(device=self.name, reason=reason))
-                    online = False
-                else:
-                    log.debug("usb_retry_failed", reason=reason, attempt=attempt)
-                await self.backoff.sleep(attempt)
-                attempt += 1
-                continue
-            online = True
-            detail = f"usb {self.usb_id} bus {dev.bus} address {dev.address}"
-            log.info("usb_online", detail=detail)
-            sink.put_nowait(DeviceOnline(device=self.name, detail=detail))
-            try:
-                reason, proven = await self._pump(dev, sink, on_report)
-            except Exception as exc:  # a bug must not end the driver: reconnect instead
-                log.exception("usb_pump_error")
-                reason, proven = _reason(exc), False
-            finally:
-                await asyncio.to_thread(self._close, dev)
-            if proven:
-                attempt = 0  # the link worked for a while: retry quickly
-            log.warning("usb_offline", reason=reason)
-            sink.put_nowait(DeviceOffline(device=self.name, reason=reason))
-            online = False
-            await self.backoff.sleep(attempt)
-            attempt += 1
+        """Open the reader, pump its reports, reopen after a failure (drivers/reconnect.py): online
+        once the device is opened, one offline report per outage."""
+        presence = Presence(self.name, sink)
+
+        async def session(dev: Any) -> str:
+            presence.up(f"usb {self.usb_id} bus {dev.bus} address {dev.address}")
+            return await self._pump(dev, sink, on_report)
+
+        async def close(dev: Any) -> None:
+            await asyncio.to_thread(self._close, dev)
+
+        await keep_connected(
+            presence,
+            self.backoff,
+            open_link=self._open_in_thread,
+            session=session,
+            close_link=close,
+            cannot_open=_reason,
+        )
 
     async def _open_in_thread(self) -> Any:
         opening = asyncio.ensure_future(asyncio.to_thread(self._open))
@@ -131,9 +116,8 @@ class UsbTransport:
                 target=self._close, args=(opening.result(),), name=f"usb[{self.name}].release"
             ).start()
 
-    async def _pump(self, dev: Any, sink: EventSink, on_report: ReportHandler) -> tuple[str, bool]:
-        """Read until the device fails; return why, and whether any read succeeded."""
-        proven = False
+    async def _pump(self, dev: Any, sink: EventSink, on_report: ReportHandler) -> str:
+        """Read until the device fails; return why."""
         while True:
             try:
                 data = await asyncio.to_thread(self._read, dev)
@@ -147,11 +131,10 @@ class UsbTransport:
                         )
                     )
                     continue
-                return _reason(exc), proven
+                return _reason(exc)
             except Exception as exc:  # a backend bug must not end the driver: reconnect instead
                 _log.exception("usb_read_error", device=self.name)
-                return _reason(exc), proven
-            proven = True
+                return _reason(exc)
             if data is not None:
                 for event in on_report(data):
                     sink.put_nowait(event)

@@ -14,6 +14,7 @@ from typing import Protocol, Self
 
 import structlog
 
+from controller.logging import configure_logging
 from drivers.framing import (
     DeviceState,
     FaultCode,
@@ -182,7 +183,7 @@ def cli(
     parser.add_argument("--faults", default="", help=f"comma-separated: {', '.join(FAULTS)}")
     args = parser.parse_args(argv)
     # stdout carries only the path to point the daemon at
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    configure_logging("INFO", "console", stream=sys.stderr)
     try:
         faults = parse_faults(args.faults)
     except ValueError as exc:

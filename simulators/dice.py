@@ -16,14 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import os
 import random
 import sys
 from collections.abc import Sequence
 
-import structlog
-
+from controller.logging import configure_logging
 from drivers.base import Backoff
 from drivers.codecs.dice_hid import (
     DEFAULT_PRODUCT_ID,
@@ -243,11 +241,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pid", type=_int, default=DEFAULT_PRODUCT_ID, help="USB product id")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the driver's log")
     args = parser.parse_args(argv)
-    level = logging.DEBUG if args.verbose else logging.WARNING  # the printed events say the rest
-    structlog.configure(
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-    )
+    # The printed events say the rest; the driver's log goes to stderr (a whole configuration,
+    # whatever was configured before in this process).
+    configure_logging("DEBUG" if args.verbose else "WARNING", "console", stream=sys.stderr)
     try:
         return asyncio.run(_run(args))
     except KeyboardInterrupt:

@@ -20,8 +20,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-import structlog
-
+from controller.logging import configure_logging
 from drivers.codecs.pole import WIDTH, PoleScreen
 from simulators.pty import PtyPort
 
@@ -130,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pty", action="store_true", help="open a pty (the default)")
     parser.add_argument("--link", metavar="PATH", help="keep a symlink to the pty at PATH")
     args = parser.parse_args(argv)
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout: screens
+    configure_logging("INFO", "console", stream=sys.stderr)  # stdout: the screens
     try:
         return asyncio.run(_serve(args))
     except KeyboardInterrupt:

@@ -9,7 +9,8 @@ from drivers.base import Backoff
 from drivers.codecs.shuffler import ReferenceShufflerCodec, msg_packet, msg_status
 from drivers.events import DeviceOffline, DeviceOnline, FrameError, PacketDealt
 from drivers.framing import DeviceState, FrameEncoder, MsgType
-from drivers.stream import MAX_ATTEMPT, Link, LinkClosed, StreamDevice
+from drivers.reconnect import MAX_ATTEMPT
+from drivers.stream import Link, LinkClosed, StreamDevice
 from tests.drivers.conftest import Events, running
 
 
