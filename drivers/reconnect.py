@@ -56,14 +56,18 @@ class Presence:
         self.log().info("device_online", link=detail)
         self.sink.put_nowait(DeviceOnline(device=self.name, detail=detail))
 
-    def down(self, reason: str) -> None:
-        """The link is gone or cannot be had: reported once per outage."""
+    def down(self, reason: str, *, stopping: bool = False) -> None:
+        """The link is gone or cannot be had: reported once per outage (a driver that is
+        stopping says so at info level: nothing is wrong)."""
         if not self.online and self._offline_reported:
             self.log().debug("device_still_offline", reason=reason)
             return
         self.online = False
         self._offline_reported = True
-        self.log().warning("device_offline", reason=reason)
+        if stopping:
+            self.log().info("device_offline", reason=reason)
+        else:
+            self.log().warning("device_offline", reason=reason)
         self.sink.put_nowait(DeviceOffline(device=self.name, reason=reason))
 
 
@@ -105,5 +109,5 @@ async def keep_connected(
             attempt = min(attempt + 1, MAX_ATTEMPT)
     except asyncio.CancelledError:
         if presence.online:
-            presence.down("driver stopped")
+            presence.down("driver stopped", stopping=True)
         raise
