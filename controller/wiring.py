@@ -15,7 +15,7 @@ from pathlib import Path
 import structlog
 
 from controller.config import EXIT_CONFIG_ERROR, Config, ConfigError
-from controller.config_check import load_checked
+from controller.config.check import load_checked
 from controller.daemon import Daemon
 from controller.devices import build_devices
 from controller.journal import Journal

@@ -16,7 +16,7 @@ from controller.config import (
     UsbDevice,
     load_config,
 )
-from controller.config_check import check_config_main
+from controller.config.check import check_config_main
 from controller.game.setting import Rules
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "table.example.toml"

@@ -24,19 +24,18 @@ from typing import Any, Final, TextIO, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from controller.config import (
+from controller.config.issues import ConfigError, ConfigIssue
+from controller.config.load import parse_config
+from controller.config.models import (
     AnyDevice,
     Config,
-    ConfigError,
-    ConfigIssue,
     DeviceConfig,
     DisplayConfig,
     MqttConfig,
     PaytablesConfig,
     SerialDevice,
-    parse_config,
-    summary,
 )
+from controller.config.summary import summary
 from controller.devices import build_device, known_drivers
 
 MIN_PIN_DIGITS: Final = 6
