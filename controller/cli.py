@@ -152,7 +152,7 @@ def _add_daemon_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
 def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
     """Subcommands that live in other modules, imported only when the CLI starts."""
     from controller.analysis.cli import register as add_analysis_commands
-    from controller.mqtt_cli import register as add_mqtt_commands
+    from controller.mqtt.feed import register as add_mqtt_commands
 
     return [_add_daemon_commands, add_analysis_commands, add_mqtt_commands]
 

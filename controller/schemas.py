@@ -109,7 +109,7 @@ def _document(schema: dict[str, Any], schema_id: str) -> dict[str, Any]:
 
 def generate() -> dict[str, str]:
     """File name → JSON text of every schema, deterministic."""
-    from controller.mqtt import ReplyPayload
+    from controller.mqtt.wire import ReplyPayload
 
     documents: dict[str, dict[str, Any]] = {}
     for payload in PAYLOADS:

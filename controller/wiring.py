@@ -31,7 +31,7 @@ def default_services(config: Config, sinks: Sequence[DisplaySink]) -> list[Servi
     """The services a config asks for: a pole display per sink, MQTT, the pages."""
     services: list[Service] = [PoleService(sink) for sink in sinks]
     if config.mqtt.enabled:
-        from controller.mqtt import MqttService
+        from controller.mqtt.publisher import MqttService
 
         services.append(MqttService())
     if config.display.enabled:

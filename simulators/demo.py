@@ -23,7 +23,7 @@ from controller.display import DisplayService
 from controller.journal import Journal
 from controller.logging import configure_logging
 from controller.messages import RoundPayload
-from controller.mqtt_cli import FeedPrinter, parse_broker
+from controller.mqtt.feed import FeedPrinter, parse_broker
 from controller.ports import EffectSource, Service
 from controller.table import AlarmRaised, DeviceChanged, Effect, RoundClosed
 from controller.wiring import build_daemon, default_services

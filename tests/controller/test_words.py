@@ -9,7 +9,7 @@ from pathlib import Path
 
 from controller.game.paytables import CHAN_CHU_LINES, JACKS_BEAT_LINES, PUSH_ACE_HIGH_LINES
 from controller.game.wagers import PaiGowResult
-from controller.mqtt_cli import format_feed_line
+from controller.mqtt.feed import format_feed_line
 from controller.words import LINES, PAI_GOW_REASONS, words
 from simulators.demo import run_demo
 

@@ -29,7 +29,8 @@ from paho.mqtt.properties import Properties
 
 from controller.daemon import wait_for
 from controller.journal import Journal
-from controller.mqtt import NODELAY, MqttService
+from controller.mqtt.publisher import MqttService
+from controller.mqtt.wire import NODELAY
 from simulators.mosquitto import Mosquitto
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"

@@ -13,7 +13,8 @@ import aiomqtt
 import structlog
 
 from controller.daemon import wait_for
-from controller.mqtt import COMMAND_SIZE_LIMIT, MqttService
+from controller.mqtt.publisher import MqttService
+from controller.mqtt.wire import COMMAND_SIZE_LIMIT
 from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
 from tests.mqtt.conftest import (

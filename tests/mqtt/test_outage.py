@@ -14,7 +14,7 @@ from pathlib import Path
 
 from controller.daemon import wait_for
 from controller.journal import Journal
-from controller.mqtt import MqttService
+from controller.mqtt.publisher import MqttService
 from simulators.demo import DEMO_CONFIG
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator

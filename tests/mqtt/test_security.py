@@ -16,7 +16,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from controller.daemon import wait_for
-from controller.mqtt import MqttService, _Client
+from controller.mqtt.publisher import MqttService, _Client
 from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
 from tests.mqtt.conftest import (

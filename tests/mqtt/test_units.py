@@ -15,8 +15,13 @@ import pytest
 from controller.cli import _registrars, build_parser
 from controller.journal import OutboxRow
 from controller.messages import EnterDice, VoidRound, parse_command
-from controller.mqtt import COMMAND_SIZE_LIMIT, CommandRefused, parse_command_message, wire_payload
-from controller.mqtt_cli import format_feed_line, monitor, parse_broker
+from controller.mqtt.feed import format_feed_line, monitor, parse_broker
+from controller.mqtt.wire import (
+    COMMAND_SIZE_LIMIT,
+    CommandRefused,
+    parse_command_message,
+    wire_payload,
+)
 from controller.schemas import generate, stale, write
 from simulators.demo import run_demo
 from simulators.mosquitto import Mosquitto
@@ -212,7 +217,7 @@ async def test_a_swallowed_stop_is_raised_again() -> None:
     # Python 3.11's wait_for can swallow a cancel that arrives with the reply it awaited.
     from types import SimpleNamespace
 
-    from controller.mqtt import _raise_if_stopping
+    from controller.mqtt.publisher import _raise_if_stopping
 
     daemon = SimpleNamespace(stopping=asyncio.Event())
     reached: list[str] = []

@@ -117,7 +117,7 @@ class FeedPrinter:
     async def run(self, host: object = None) -> None:
         import aiomqtt
 
-        from controller.mqtt import NODELAY
+        from controller.mqtt.wire import NODELAY
 
         while True:
             try:
@@ -175,7 +175,7 @@ async def monitor(
     import aiomqtt
 
     from controller.config import TlsConfig
-    from controller.mqtt import NODELAY, tls_context
+    from controller.mqtt.wire import NODELAY, tls_context
 
     host, port = parse_broker(args.broker)
     prefix = args.prefix if args.prefix.endswith("/") else args.prefix + "/"

@@ -1,0 +1,121 @@
+"""What goes over MQTT, apart from the client: message bytes from the outbox, commands parsed
+and refused, replies, and the TLS context the publisher and ``monitor`` share."""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from controller.config import TlsConfig
+from controller.journal import OutboxRow
+from controller.messages import COMMAND_KINDS, Command, parse_command
+
+#: Commands larger than this are refused unread (bytes).
+COMMAND_SIZE_LIMIT = 16 * 1024
+#: paho leaves Nagle on: a PUBACK followed by a small publish then waits ~40 ms for a TCP ACK.
+NODELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
+
+
+class ReplyPayload(BaseModel):
+    """The answer to a command, on the MQTT 5 response topic or ``<prefix>reply/<command>``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ok: bool
+    error: str | None = Field(description="why the command failed or was refused; null if ok")
+    request_id: str | None = Field(description="the command's request_id, echoed")
+    data: dict[str, Any] | None = Field(description="the command's result, e.g. the status")
+
+
+class CommandRefused(Exception):
+    """A command that never reached the table (malformed, oversized, unknown, not ours)."""
+
+    def __init__(self, error: str, request_id: str | None = None) -> None:
+        super().__init__(error)
+        self.error = error
+        self.request_id = request_id
+
+
+# --- wire helpers ------------------------------------------------------------------------------
+
+
+def wire_payload(row: OutboxRow) -> bytes:
+    """The bytes to publish for an outbox row: the stored envelope, with ``"replayed": true``
+    when the row was pending at a (re)connect. Only that field changes."""
+    if not row.replay:
+        return row.payload
+    data = json.loads(row.payload)
+    if isinstance(data, dict) and "replayed" in data:
+        data["replayed"] = True
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return row.payload
+
+
+def tls_context(tls: TlsConfig) -> ssl.SSLContext:
+    """Verify the broker against ``ca_file`` (or the system store) and present the client
+    certificate when one is configured. TLS 1.2 or newer."""
+    context = ssl.create_default_context(
+        ssl.Purpose.SERVER_AUTH, cafile=str(tls.ca_file) if tls.ca_file else None
+    )
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if tls.cert_file is not None and tls.key_file is not None:
+        context.load_cert_chain(str(tls.cert_file), str(tls.key_file))
+    return context
+
+
+def _validation_summary(exc: ValidationError, kind: str) -> str:
+    parts = []
+    for error in exc.errors(include_url=False)[:5]:
+        loc = [str(p) for p in error["loc"]]
+        if loc and loc[0] == kind:  # the discriminated union puts the tag first
+            loc = loc[1:]
+        parts.append(f"{'.'.join(loc) or '(body)'}: {error['msg']}")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def parse_command_message(prefix: str, topic: str, payload: bytes) -> Command:
+    """Validate one message on ``<prefix>cmd/<kind>``: ours, at most COMMAND_SIZE_LIMIT bytes, a
+    known kind, a JSON object (empty means ``{}``) whose ``kind``, if given, is the topic's.
+
+    Raises CommandRefused with the reason (and the body's request_id when it has one).
+    """
+    base = f"{prefix}cmd/"
+    name = topic[len(base) :] if topic.startswith(base) else ""
+    if not name or "/" in name:
+        raise CommandRefused(f"not a command topic of this table: {topic[:200]!r}")
+    if len(payload) > COMMAND_SIZE_LIMIT:
+        raise CommandRefused(
+            f"command too large: {len(payload)} bytes (the limit is {COMMAND_SIZE_LIMIT})"
+        )
+    body: object
+    try:
+        body = json.loads(payload.decode("utf-8")) if payload.strip() else {}
+    except UnicodeDecodeError:
+        raise CommandRefused("expected UTF-8 JSON, got bytes that are not UTF-8") from None
+    except (ValueError, RecursionError) as exc:
+        raise CommandRefused(f"expected a JSON object: {str(exc)[:200]}") from None
+    request_id = None
+    if isinstance(body, dict):
+        rid = body.get("request_id")
+        request_id = rid if isinstance(rid, str) and len(rid) <= 128 else None
+    if name not in COMMAND_KINDS:
+        raise CommandRefused(
+            f"unknown command {name[:64]!r}: expected one of {', '.join(COMMAND_KINDS)}",
+            request_id,
+        )
+    if not isinstance(body, dict):
+        raise CommandRefused(f"expected a JSON object, got {type(body).__name__}", request_id)
+    kind = body.get("kind", name)
+    if kind != name:
+        raise CommandRefused(
+            f"the body's kind {str(kind)[:64]!r} does not match the topic's {name!r}", request_id
+        )
+    try:
+        return parse_command({**body, "kind": name})
+    except ValidationError as exc:
+        raise CommandRefused(_validation_summary(exc, name), request_id) from None
