@@ -13,9 +13,10 @@ deal. A new deal closes a round still dealing (reason ``new_deal``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any, Literal
 
 from controller.game.cards import CardError, card_texts, parse_card
@@ -31,6 +32,7 @@ from controller.game.house_way import house_way
 from controller.game.paytables import Paytable
 from controller.game.setting import Rules, Setting
 from controller.game.wagers import (
+    PaiGowResult,
     chan_chu,
     dealer_has_two_jacks,
     jacks_beat,
@@ -195,6 +197,17 @@ class TableSettings:
         }
 
 
+class Phase(Enum):
+    """Where a round is: dealing, then settled (results out) or closed without results (dead or
+    misdealt, or voided while dealing); a settled round may still be voided."""
+
+    DEALING = "dealing"
+    SETTLED = "settled"
+    DEAD = "dead"
+    VOID = "void"
+    VOIDED_AFTER_SETTLEMENT = "voided_after_settlement"
+
+
 @dataclass
 class _Round:
     round_id: str
@@ -208,9 +221,7 @@ class _Round:
     ended: bool = False
     draw: PositionDraw | None = None
     frame_errors: list[str] = field(default_factory=list)
-    settled: bool = False
-    closed: bool = False
-    voided: bool = False
+    phase: Phase = Phase.DEALING
     dealer_cards: tuple[int, ...] = ()
     dealer_setting: Setting | None = None
     seat_cards: dict[str, tuple[int, ...]] = field(default_factory=dict)
@@ -231,6 +242,20 @@ class _Round:
 
     def complete(self) -> bool:
         return self.ended or (len(self.packets) >= PACKETS and self.stub is not None)
+
+    @property
+    def settled(self) -> bool:
+        """Results went out (and stand, or were voided after)."""
+        return self.phase in (Phase.SETTLED, Phase.VOIDED_AFTER_SETTLEMENT)
+
+    @property
+    def closed(self) -> bool:
+        """No more cards or draws: settled, dead, misdealt or void."""
+        return self.phase is not Phase.DEALING
+
+    @property
+    def voided(self) -> bool:
+        return self.phase in (Phase.VOID, Phase.VOIDED_AFTER_SETTLEMENT)
 
 
 class Table:
@@ -533,7 +558,7 @@ class Table:
             rules=s.describe_rules(),
             paytables=s.describe_paytables(),
         )
-        r.settled = r.closed = True
+        r.phase = Phase.SETTLED
         return [RoundClosed(payload)]
 
     def _positions(
@@ -579,7 +604,10 @@ class Table:
             paytables=self.settings.describe_paytables(),
         )
         revises = r.settled
-        r.closed = True
+        if status == "void":
+            r.phase = Phase.VOIDED_AFTER_SETTLEMENT if revises else Phase.VOID
+        else:
+            r.phase = Phase.DEAD
         return [RoundClosed(payload, revises_settled=revises)]
 
     def _tick(self, now: datetime) -> list[Effect]:
@@ -712,7 +740,6 @@ class Table:
         if r.voided or (r.closed and not r.settled):
             raise ValueError(f"round {r.round_id} is already closed as dead or void")
         note = " after settlement: its results are void" if r.settled else ""
-        r.voided = True
         return [
             CommandReply(command.request_id, "void_round", True, data={"round_id": r.round_id}),
             *self._close_dead(r, [Problem(code="void", detail=command.reason)], "void"),
@@ -736,21 +763,16 @@ class Table:
         cards = r.seat_cards.get(command.seat)
         if cards is None:
             raise ValueError(f"seat {command.seat} has no hand this round")
-        rules = self.settings.rules
-        if command.house_way:
-            setting = house_way(cards, rules)
-        else:
-            if command.front is None:
-                raise ValueError("give the two front cards, or house_way true")
-            front = [parse_card(t) for t in command.front]
-            if any(int(c) not in cards for c in front):
-                raise ValueError(
-                    f"front {' '.join(map(str, front))} is not two of seat {command.seat}'s cards"
-                )
-            setting = Setting.from_front(
-                [parse_card(t) for t in card_texts(cards)], front, wheel_high=rules.wheel_high
-            )
-        result = settle_pai_gow(setting, r.dealer_setting, r.dealer_cards, rules)
+        if not command.house_way and command.front is None:
+            raise ValueError("give the two front cards, or house_way true")
+        setting, result = player_result(
+            card_texts(cards),
+            None if command.house_way else command.front,
+            r.dealer_setting,
+            r.dealer_cards,
+            self.settings.rules,
+            seat=command.seat,
+        )
         w = self.wagers.get(command.seat)
         amount = w.pai_gow if w else None
         payload = PlayerPayload(
@@ -772,6 +794,30 @@ class Table:
             ),
             PlayerSettled(payload),
         ]
+
+
+def player_result(
+    cards: Sequence[str],
+    front: Sequence[str] | None,
+    dealer_setting: Setting | None,
+    dealer_cards: Sequence[int],
+    rules: Rules,
+    *,
+    seat: str,
+) -> tuple[Setting, PaiGowResult]:
+    """A player's setting of ``cards`` (``front`` in front, or the House Way when None) and its
+    Pai Gow result against the dealer (docs/rules.md §4, §5): what the table settles and what the
+    dealer page previews, from one piece of code. ValueError when the front is not two of them."""
+    parsed = [parse_card(t) for t in cards]
+    if front is None:
+        setting = house_way(parsed, rules)
+    else:
+        chosen = [parse_card(t) for t in front]
+        if len(chosen) != 2 or any(c not in parsed for c in chosen):
+            shown = " ".join(map(str, chosen))
+            raise ValueError(f"front {shown} is not two of seat {seat}'s cards")
+        setting = Setting.from_front(parsed, chosen, wheel_high=rules.wheel_high)
+    return setting, settle_pai_gow(setting, dealer_setting, dealer_cards, rules)
 
 
 def _problem(p: DealProblem) -> Problem:

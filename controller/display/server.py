@@ -28,7 +28,6 @@ from controller.display.state import CLOSE, LiveState, Update
 from controller.display.stats import side_wagers, two_jacks
 from controller.game.cards import CardError, parse_cards
 from controller.game.setting import Setting
-from controller.game.wagers import settle_pai_gow
 from controller.journal import Journal, RoundRecord
 from controller.messages import (
     Command,
@@ -40,6 +39,7 @@ from controller.messages import (
     VoidRound,
 )
 from controller.ports import DisplayHost
+from controller.table import player_result
 
 log = structlog.get_logger(__name__)
 
@@ -494,10 +494,6 @@ async def api_player_preview(request: web.Request) -> web.StreamResponse:
         front_texts = body.get("front")
         if not isinstance(front_texts, list) or len(front_texts) != 2:
             raise ValueError("give the two front cards")
-        cards = parse_cards(seat.cards)
-        setting = Setting.from_front(
-            cards, parse_cards([str(t) for t in front_texts]), wheel_high=rules.wheel_high
-        )
         dealer_cards = parse_cards(p.dealer.cards)
         d = p.dealer.setting
         dealer = (
@@ -505,7 +501,14 @@ async def api_player_preview(request: web.Request) -> web.StreamResponse:
             if d is not None
             else None
         )
-        result = settle_pai_gow(setting, dealer, dealer_cards, rules)
+        setting, result = player_result(
+            seat.cards,
+            [str(t) for t in front_texts],
+            dealer,
+            [int(c) for c in dealer_cards],
+            rules,
+            seat=seat.seat,
+        )
     except (CardError, ValueError) as exc:
         return _error(400, str(exc))
     return web.json_response(
