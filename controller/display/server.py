@@ -12,9 +12,8 @@ import asyncio
 import hmac
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +27,11 @@ from controller.display.state import CLOSE, LiveState, Update
 from controller.display.stats import side_wagers, two_jacks
 from controller.game.cards import CardError, parse_cards
 from controller.game.setting import Setting
-from controller.journal import Journal, RoundRecord
+from controller.journal import Journal, RoundRecord, history
 from controller.messages import (
     Command,
     EnterDice,
-    PlayerPayload,
     PlayerSetting,
-    RoundPayload,
     SetSeats,
     VoidRound,
 )
@@ -46,8 +43,6 @@ log = structlog.get_logger(__name__)
 STATIC_DIR = Path(__file__).with_name("static")
 # The pages call the controller "not responding" after three missed heartbeats.
 HEARTBEAT_S = 2.0
-CHUNK = 200  # rounds read from the journal per lock hold, so a long query never stalls a deal
-MAX_SCAN = 10_000
 PIN_TRIES = 5
 PIN_LOCKOUT_S = 60.0
 
@@ -187,75 +182,6 @@ def _summary(record: RoundRecord) -> dict[str, Any]:
     }
 
 
-def _scan(journal: Journal, limit: int = MAX_SCAN) -> Iterator[RoundRecord]:
-    """This table's rounds, newest first, read in chunks (the journal lock is let go between)."""
-    offset = 0
-    while offset < limit:
-        chunk = journal.recent_rounds(min(CHUNK, limit - offset), offset)
-        yield from chunk
-        if len(chunk) < CHUNK:
-            return
-        offset += len(chunk)
-
-
-def _search(journal: Journal, query: str, limit: int, offset: int) -> list[RoundRecord]:
-    """Rounds by id (exact, then any part, case-insensitive) or by number (``123``, ``#123``)."""
-    query = query.strip()
-    if not query:
-        return journal.recent_rounds(limit, offset)
-    exact = journal.get_round(query)
-    if exact is not None and exact.table_id == journal.table_id:
-        return [exact]
-    number = query.removeprefix("#")
-    wanted = query.lower()
-    found: list[RoundRecord] = []
-    for record in _scan(journal):
-        if (number.isdigit() and record.seq == int(number)) or wanted in record.round_id.lower():
-            found.append(record)
-            if len(found) >= offset + limit:
-                break
-    return found[offset:]
-
-
-def _results_oldest_first(journal: Journal, rounds: int) -> list[dict[str, Any] | None]:
-    return [r.result for r in _scan(journal, rounds)][::-1]
-
-
-def _hourly(journal: Journal, hours: int, now: datetime) -> list[dict[str, Any]]:
-    start = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(
-        hours=hours - 1
-    )
-    counts = {c.hour: c for c in journal.round_counts_by_hour(since=start)}
-    out = []
-    for i in range(hours):
-        hour = (start + timedelta(hours=i)).strftime("%Y-%m-%dT%H:00Z")
-        c = counts.get(hour)
-        out.append(
-            {"hour": hour, "total": c.total if c else 0, "by_status": c.by_status if c else {}}
-        )
-    return out
-
-
-def _last_round(journal: Journal) -> tuple[RoundPayload, list[PlayerPayload]] | None:
-    """The journal's newest round if it is closed, with its players' settings (after a restart)."""
-    recent = journal.recent_rounds(1)
-    if not recent or recent[0].result is None:
-        return None
-    record = journal.get_round(recent[0].round_id)
-    if record is None or record.result is None:
-        return None
-    try:
-        payload = RoundPayload.model_validate(record.result)
-        players = [
-            PlayerPayload.model_validate(e.payload)
-            for e in record.events
-            if e.kind == "player_settled"
-        ]
-    except ValidationError:
-        return None
-    return payload, players
-
-
 # --- middleware ------------------------------------------------------------------------------
 
 ACTIONS = frozenset(
@@ -361,9 +287,9 @@ async def api_events(request: web.Request) -> web.StreamResponse:
 async def api_rounds(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
     limit = _int_arg(request, "limit", 50, 1, 500)
-    offset = _int_arg(request, "offset", 0, 0, MAX_SCAN)
+    offset = _int_arg(request, "offset", 0, 0, history.MAX_SCAN)
     query = request.query.get("q", "")[:128]
-    records = await asyncio.to_thread(_search, ctx.journal, query, limit, offset)
+    records = await asyncio.to_thread(history.search, ctx.journal, query, limit, offset)
     return web.json_response(
         {"query": query, "offset": offset, "rounds": [_summary(r) for r in records[:limit]]}
     )
@@ -381,21 +307,21 @@ async def api_round(request: web.Request) -> web.StreamResponse:
 async def api_rounds_per_hour(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
     hours = _int_arg(request, "hours", 24, 1, 24 * 14)
-    data = await asyncio.to_thread(_hourly, ctx.journal, hours, ctx.daemon.clock())
+    data = await asyncio.to_thread(history.rounds_per_hour, ctx.journal, hours, ctx.daemon.clock())
     return web.json_response({"hours": data})
 
 
 async def api_two_jacks(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
-    rounds = _int_arg(request, "rounds", 1000, 1, MAX_SCAN)
-    results = await asyncio.to_thread(_results_oldest_first, ctx.journal, rounds)
+    rounds = _int_arg(request, "rounds", 1000, 1, history.MAX_SCAN)
+    results = await asyncio.to_thread(history.results_oldest_first, ctx.journal, rounds)
     return web.json_response(two_jacks(results))
 
 
 async def api_side_wagers(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
-    rounds = _int_arg(request, "rounds", 1000, 1, MAX_SCAN)
-    results = await asyncio.to_thread(_results_oldest_first, ctx.journal, rounds)
+    rounds = _int_arg(request, "rounds", 1000, 1, history.MAX_SCAN)
+    results = await asyncio.to_thread(history.results_oldest_first, ctx.journal, rounds)
     return web.json_response(side_wagers(results))
 
 
@@ -629,7 +555,7 @@ class DisplayService:
             configured_host=self.host or cfg.host,
             remote_dealer_input=self.remote_dealer_input or cfg.remote_dealer_input,
         )
-        last = await asyncio.to_thread(_last_round, daemon.journal)
+        last = await asyncio.to_thread(history.last_round, daemon.journal)
         # From here to subscribe nothing awaits: no effect can fall between snapshot and listener.
         table = daemon.table
         state = LiveState(

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +43,20 @@ class FakeClock:
         self.now += timedelta(seconds=seconds)
 
 
+class once:
+    """Each call in a transaction of its own (the journal's one write API is Transaction)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self.journal.transaction() as tx:
+                return getattr(tx, name)(*args, **kwargs)
+
+        return call
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
@@ -65,9 +80,9 @@ def message(topic: str = "t/round") -> OutboxMessage:
 
 def play_round(journal: Journal, status: str = "settled") -> str:
     round_id = journal.new_round_id()
-    journal.open_round(round_id)
-    journal.record_event("packet_dealt", {"index": 0, "cards": ["As", "JK"]}, round_id)
-    journal.close_round(round_id, status, None, {"dealer": "Kh Qh"}, [message()])
+    once(journal).open_round(round_id)
+    once(journal).record_event("packet_dealt", {"index": 0, "cards": ["As", "JK"]}, round_id)
+    once(journal).close_round(round_id, status, None, {"dealer": "Kh Qh"}, [message()])
     return round_id
 
 
@@ -107,17 +122,19 @@ def test_round_lifecycle_and_queries(journal: Journal, clock: FakeClock) -> None
     round_id = journal.new_round_id()
     assert journal.next_round_seq() == 1
     with pytest.raises(JournalError, match="next round number is 1, not 5"):
-        journal.open_round(round_id, seq=5)
-    assert journal.open_round(round_id, seq=1) == 1
+        once(journal).open_round(round_id, seq=5)
+    assert once(journal).open_round(round_id, seq=1) == 1
     assert journal.next_round_seq() == 2
     assert journal.open_round_id() == round_id
     with pytest.raises(JournalError, match="still open"):
-        journal.open_round(journal.new_round_id())
+        once(journal).open_round(journal.new_round_id())
     clock.advance(1.5)
-    event_id = journal.record_event("deal_started", {"device": "shuffler"}, round_id)
-    journal.record_event("device_online", {"device": "rng"})
+    event_id = once(journal).record_event("deal_started", {"device": "shuffler"}, round_id)
+    once(journal).record_event("device_online", {"device": "rng"})
     clock.advance(30)
-    [row] = journal.close_round(round_id, "settled", None, {"seats": {"1": "win"}}, [message()])
+    [row] = once(journal).close_round(
+        round_id, "settled", None, {"seats": {"1": "win"}}, [message()]
+    )
     record = journal.get_round(round_id)
     assert record is not None
     assert record.status is RoundStatus.SETTLED and record.seq == 1
@@ -130,9 +147,9 @@ def test_round_lifecycle_and_queries(journal: Journal, clock: FakeClock) -> None
     assert row.round_id == round_id and row.json()["msg_id"] == row.msg_id
     assert row.json()["at"] == row.created_at == "2025-03-01T20:00:31.500Z"
     with pytest.raises(JournalError, match="already closed"):
-        journal.close_round(round_id, "void", "twice", None)
+        once(journal).close_round(round_id, "void", "twice", None)
     with pytest.raises(JournalError, match="no round"):
-        journal.record_event("x", {}, "PG-07-NOPE")
+        once(journal).record_event("x", {}, "PG-07-NOPE")
     assert journal.get_round("PG-07-NOPE") is None
 
     clock.advance(3600)
@@ -153,13 +170,13 @@ def test_round_lifecycle_and_queries(journal: Journal, clock: FakeClock) -> None
 
 def test_close_round_is_atomic(journal: Journal) -> None:
     round_id = journal.new_round_id()
-    journal.open_round(round_id)
+    once(journal).open_round(round_id)
 
     def broken(stamp: MessageStamp) -> dict[str, object]:
         raise RuntimeError("payload builder failed")
 
     with pytest.raises(RuntimeError):
-        journal.close_round(
+        once(journal).close_round(
             round_id, "settled", None, {"x": 1}, [message(), OutboxMessage("t", broken)]
         )
     record = journal.get_round(round_id)
@@ -175,12 +192,12 @@ def test_close_round_is_atomic(journal: Journal) -> None:
     assert journal.get_round(round_id).status is RoundStatus.OPEN  # type: ignore[union-attr]
     assert journal.pending() == []
 
-    [row] = journal.close_round(round_id, "settled", None, {"x": 1}, [message()])
+    [row] = once(journal).close_round(round_id, "settled", None, {"x": 1}, [message()])
     assert row.seq == 1, "a rolled-back transaction leaves no gap in the sequence"
 
 
 def test_outbox_order_ack_attempts_replay(journal: Journal) -> None:
-    rows = [journal.enqueue(f"t/{i}", {"i": i}, qos=1, retain=i == 0) for i in range(5)]
+    rows = [once(journal).enqueue(f"t/{i}", {"i": i}, qos=1, retain=i == 0) for i in range(5)]
     assert [r.seq for r in rows] == [1, 2, 3, 4, 5]
     pending = journal.pending()
     assert [r.topic for r in pending] == ["t/0", "t/1", "t/2", "t/3", "t/4"]
@@ -194,7 +211,7 @@ def test_outbox_order_ack_attempts_replay(journal: Journal) -> None:
     assert [r.seq for r in journal.pending(limit=2)] == [1, 3]
     assert journal.pending()[0].attempts == 2
     assert journal.mark_replay() == 4
-    later = journal.enqueue("t/5", b"\x00raw")
+    later = once(journal).enqueue("t/5", b"\x00raw")
     flags = {r.seq: r.replay for r in journal.pending()}
     assert flags == {1: True, 3: True, 4: True, 5: True, 6: False}
     assert later.payload == b"\x00raw"
@@ -208,23 +225,23 @@ def test_message_seq_has_no_gaps_across_reopen_and_is_per_table(db: Path, clock:
     for _ in range(3):
         with Journal(db, "PG-07", clock=clock) as j:
             for _ in range(4):
-                row = j.enqueue("t", lambda s: {"seq": s.seq, "msg_id": s.msg_id})
+                row = once(j).enqueue("t", lambda s: {"seq": s.seq, "msg_id": s.msg_id})
                 assert row.json() == {"seq": row.seq, "msg_id": row.msg_id}
                 seen.append((row.seq, row.msg_id))
                 j.ack(row.msg_id)
     assert [s for s, _ in seen] == list(range(1, 13))
     assert len({m for _, m in seen}) == 12
     with Journal(db, "PG-08", clock=clock) as other:
-        assert other.enqueue("t", "x").seq == 1
-        assert other.open_round(other.new_round_id()) == 1
+        assert once(other).enqueue("t", "x").seq == 1
+        assert once(other).open_round(other.new_round_id()) == 1
     with Journal(db, "PG-07", clock=clock) as j:
-        assert j.enqueue("t", "x").seq == 13
+        assert once(j).enqueue("t", "x").seq == 13
         assert j.pending()[0].table_id == "PG-07" and len(j.pending()) == 1
 
 
 def test_seq_without_gaps_from_threads(journal: Journal) -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
-        rows = list(pool.map(lambda i: journal.enqueue("t", {"i": i}), range(200)))
+        rows = list(pool.map(lambda i: once(journal).enqueue("t", {"i": i}), range(200)))
     assert sorted(r.seq for r in rows) == list(range(1, 201))
     assert [r.seq for r in journal.pending(limit=500)] == list(range(1, 201))
 
@@ -233,8 +250,8 @@ def test_recover_voids_open_rounds(db: Path, clock: FakeClock) -> None:
     with Journal(db, "PG-07", clock=clock) as before_crash:
         settled = play_round(before_crash)
         crashed = before_crash.new_round_id()
-        before_crash.open_round(crashed)
-        before_crash.record_event("packet_dealt", {"index": 0}, crashed)
+        once(before_crash).open_round(crashed)
+        once(before_crash).record_event("packet_dealt", {"index": 0}, crashed)
     clock.advance(60)
     voided: list[VoidedRound] = []
 
@@ -260,7 +277,7 @@ def test_recover_voids_open_rounds(db: Path, clock: FakeClock) -> None:
         assert last.round_id == crashed and last.json()["status"] == "void"
         assert after.get_round(settled).status is RoundStatus.SETTLED  # type: ignore[union-attr]
         assert after.recover() == []
-        assert after.open_round(after.new_round_id()) == 3
+        assert once(after).open_round(after.new_round_id()) == 3
 
 
 def test_newer_schema_is_refused(db: Path) -> None:
@@ -292,12 +309,15 @@ journal = Journal(sys.argv[1], "PG-K")
 i = 0
 while True:
     round_id = journal.new_round_id()
-    journal.open_round(round_id)
-    journal.record_event("packet_dealt", {"index": i}, round_id)
-    [row] = journal.close_round(
-        round_id, "settled", None, {"i": i},
-        [OutboxMessage("t/round", lambda s: {"msg_id": s.msg_id, "seq": s.seq})],
-    )
+    with journal.transaction() as tx:
+        tx.open_round(round_id)
+    with journal.transaction() as tx:
+        tx.record_event("packet_dealt", {"index": i}, round_id)
+    with journal.transaction() as tx:
+        [row] = tx.close_round(
+            round_id, "settled", None, {"i": i},
+            [OutboxMessage("t/round", lambda s: {"msg_id": s.msg_id, "seq": s.seq})],
+        )
     print(round_id, row.msg_id, row.seq, flush=True)
     i += 1
 """
@@ -361,9 +381,9 @@ def test_device_events_read_back_as_the_same_event(journal: Journal) -> None:
     from drivers.events import PacketDealt, parse_event
 
     round_id = journal.new_round_id()
-    journal.open_round(round_id)
+    once(journal).open_round(round_id)
     event = PacketDealt(device="shuffler", index=3, cards=("As", "JK", "?7f"))
-    journal.record_event(event.kind, event, round_id)
+    once(journal).record_event(event.kind, event, round_id)
     record = journal.get_round(round_id)
     assert record is not None
     [stored] = record.events
@@ -372,7 +392,7 @@ def test_device_events_read_back_as_the_same_event(journal: Journal) -> None:
 
 
 def test_ack_many_and_mark_attempts_in_one_transaction(journal: Journal) -> None:
-    rows = [journal.enqueue(f"t/{i}", {"i": i}) for i in range(5)]
+    rows = [once(journal).enqueue(f"t/{i}", {"i": i}) for i in range(5)]
     journal.mark_attempts([rows[3].msg_id, rows[4].msg_id])
     assert [r.attempts for r in journal.pending(10)] == [0, 0, 0, 1, 1]
     assert journal.ack_many([rows[0].msg_id, rows[1].msg_id, "not-pending"]) == 2
@@ -382,7 +402,7 @@ def test_ack_many_and_mark_attempts_in_one_transaction(journal: Journal) -> None
 
 def test_cheap_counters_agree_with_stats(journal: Journal) -> None:
     assert (journal.message_seq(), journal.outbox_pending()) == (0, 0)
-    rows = [journal.enqueue(f"t/{i}", {"i": i}) for i in range(3)]
+    rows = [once(journal).enqueue(f"t/{i}", {"i": i}) for i in range(3)]
     journal.ack(rows[0].msg_id)
     stats = journal.stats()
     assert journal.message_seq() == stats.message_seq == 3

@@ -585,21 +585,6 @@ class Journal:
         """A round id unique across restarts and tables: ``"<table_id>-<ULID>"``, time-ordered."""
         return f"{self.table_id}-{self._ulid()}"
 
-    def record_event(
-        self, kind: str, payload: Mapping[str, Any] | BaseModel, round_id: str | None = None
-    ) -> int:
-        """Journal one inbound event; returns its id."""
-        with self.transaction() as tx:
-            return tx.record_event(kind, payload, round_id)
-
-    def open_round(self, round_id: str, seq: int | None = None) -> int:
-        """Start a round; returns the table's round sequence number (1, 2, … across restarts).
-
-        Refused while another round of this table is open, and, when ``seq`` is given (the number
-        the state machine already announced), unless it is the journal's next number."""
-        with self.transaction() as tx:
-            return tx.open_round(round_id, seq)
-
     def next_round_seq(self) -> int:
         """The number the next round of this table will get (to seed the state machine)."""
         with self._lock:
@@ -607,31 +592,6 @@ class Journal:
                 "SELECT value FROM meta WHERE key = ?", (f"round_seq/{self.table_id}",)
             ).fetchone()
         return (int(row[0]) if row else 0) + 1
-
-    def close_round(
-        self,
-        round_id: str,
-        status: RoundStatus | str,
-        reason: str | None,
-        result: Mapping[str, Any] | BaseModel | None,
-        outbox: Sequence[OutboxMessage] = (),
-    ) -> list[OutboxRow]:
-        """Close an open round with its result and queue its messages, in one transaction."""
-        with self.transaction() as tx:
-            return tx.close_round(round_id, status, reason, result, outbox)
-
-    def enqueue(
-        self,
-        topic: str,
-        payload: Payload | PayloadBuilder,
-        qos: Literal[0, 1, 2] = 1,
-        retain: bool = False,
-        *,
-        round_id: str | None = None,
-    ) -> OutboxRow:
-        """Queue one message (alarms, status) with the next message id and sequence number."""
-        with self.transaction() as tx:
-            return tx.enqueue(topic, payload, qos, retain, round_id=round_id)
 
     def recover(
         self,
