@@ -13,15 +13,14 @@ deal. A new deal closes a round still dealing (reason ``new_deal``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Literal
 
-from controller.game.cards import CardError, card_texts, parse_card
+from controller.game.cards import CardError, card_texts
 from controller.game.deal import (
-    DealProblem,
     assign_packets,
     check_deal,
     position_from_dice,
@@ -32,13 +31,11 @@ from controller.game.house_way import house_way
 from controller.game.paytables import Paytable
 from controller.game.setting import Rules, Setting
 from controller.game.wagers import (
-    PaiGowResult,
     chan_chu,
     dealer_has_two_jacks,
     jacks_beat,
     push_ace_high,
     settle_envy,
-    settle_pai_gow,
 )
 from controller.messages import (
     AlarmPayload,
@@ -58,19 +55,33 @@ from controller.messages import (
     RoundPayload,
     SeatOut,
     SetSeats,
-    SettingOut,
     SetWagers,
-    SideOut,
     StatusPayload,
     StatusRequest,
     VoidRound,
     Wagers,
 )
+from controller.table.effects import (
+    DEALER_POSITION,
+    PACKET_SIZE,
+    PACKETS,
+    AlarmRaised,
+    CommandReply,
+    DeviceChanged,
+    Effect,
+    PlayerSettled,
+    RoundClosed,
+    RoundOpened,
+    RoundProgress,
+    StatusChanged,
+    TableEvent,
+    Tick,
+)
+from controller.table.results import player_result, problem_of, setting_out, side_out
 from drivers.events import (
     CardDealt,
     DealEnded,
     DealStarted,
-    DeviceEvent,
     DeviceFault,
     DeviceOffline,
     DeviceOnline,
@@ -79,96 +90,6 @@ from drivers.events import (
     PositionDrawn,
     StubVerified,
 )
-
-PACKETS = 7
-PACKET_SIZE = 7
-DEALER_POSITION = 1
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    """The daemon's clock, fed every second or so: lets a silent deal time out."""
-
-    now: datetime
-
-
-TableEvent = DeviceEvent | Command | Tick
-
-
-# --- effects --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RoundOpened:
-    """A round begins. ``draw``: a first-position draw made before the deal, now this round's."""
-
-    round_id: str
-    round_seq: int
-    shuffle_id: str
-    opened_at: datetime
-    draw: PositionDraw | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RoundClosed:
-    """A round's final word (settled, dead, misdeal or void): journal it, then send and show it.
-    ``revises_settled``: a void of a round that had already settled (its results are void)."""
-
-    payload: RoundPayload
-    revises_settled: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class PlayerSettled:
-    payload: PlayerPayload
-
-
-@dataclass(frozen=True, slots=True)
-class AlarmRaised:
-    payload: AlarmPayload
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceChanged:
-    payload: DevicePayload
-
-
-@dataclass(frozen=True, slots=True)
-class StatusChanged:
-    payload: StatusPayload
-
-
-@dataclass(frozen=True, slots=True)
-class RoundProgress:
-    """For the display only: how far the current deal has got."""
-
-    round_id: str
-    packets: int
-    cards: int
-    position: PositionDraw | None
-    waiting_for: str
-
-
-@dataclass(frozen=True, slots=True)
-class CommandReply:
-    request_id: str | None
-    command: str
-    ok: bool
-    error: str | None = None
-    data: dict[str, Any] | None = None
-
-
-Effect = (
-    RoundOpened
-    | RoundClosed
-    | PlayerSettled
-    | AlarmRaised
-    | DeviceChanged
-    | StatusChanged
-    | RoundProgress
-    | CommandReply
-)
-
 
 # --- configuration and state ----------------------------------------------------------------
 
@@ -476,7 +397,9 @@ class Table:
                         r.round_id,
                     )
                 )
-            return effects + self._close_dead(r, [_problem(p) for p in check.reasons], check.status)
+            return effects + self._close_dead(
+                r, [problem_of(p) for p in check.reasons], check.status
+            )
         if r.draw is None:
             return [self._progress(r)]
         return self._settle(r, packets)
@@ -522,9 +445,9 @@ class Table:
                     cards=card_texts(cards),
                     best_hand=HandValue(evaluate(cards, rules.wheel_high)).name,
                     wagers=w,
-                    chan_chu=_side(cc.line, cc.pays, w.chan_chu if w else None),
-                    jacks_beat=_side(jb.line, jb.pays, w.jacks_beat if w else None),
-                    push_ace_high=_side(pah.line, pah.pays, w.push_ace_high if w else None),
+                    chan_chu=side_out(cc.line, cc.pays, w.chan_chu if w else None),
+                    jacks_beat=side_out(jb.line, jb.pays, w.jacks_beat if w else None),
+                    push_ace_high=side_out(pah.line, pah.pays, w.push_ace_high if w else None),
                     envy=EnvyOut(
                         qualifies=e.qualifies,
                         total=e.total,
@@ -552,7 +475,7 @@ class Table:
                 best_hand=dealer_value.name,
                 two_jacks=two_jacks,
                 ace_high_pai_gow=is_ace_high_pai_gow(dealer_value),
-                setting=_setting_out(setting) if setting else None,
+                setting=setting_out(setting) if setting else None,
             ),
             seats=seat_out,
             rules=s.describe_rules(),
@@ -778,7 +701,7 @@ class Table:
         payload = PlayerPayload(
             round_id=r.round_id,
             seat=command.seat,
-            setting=_setting_out(setting),
+            setting=setting_out(setting),
             house_way=command.house_way,
             foul=setting.is_foul,
             pai_gow=result.to_dict(),
@@ -794,40 +717,3 @@ class Table:
             ),
             PlayerSettled(payload),
         ]
-
-
-def player_result(
-    cards: Sequence[str],
-    front: Sequence[str] | None,
-    dealer_setting: Setting | None,
-    dealer_cards: Sequence[int],
-    rules: Rules,
-    *,
-    seat: str,
-) -> tuple[Setting, PaiGowResult]:
-    """A player's setting of ``cards`` (``front`` in front, or the House Way when None) and its
-    Pai Gow result against the dealer (docs/rules.md §4, §5): what the table settles and what the
-    dealer page previews, from one piece of code. ValueError when the front is not two of them."""
-    parsed = [parse_card(t) for t in cards]
-    if front is None:
-        setting = house_way(parsed, rules)
-    else:
-        chosen = [parse_card(t) for t in front]
-        if len(chosen) != 2 or any(c not in parsed for c in chosen):
-            shown = " ".join(map(str, chosen))
-            raise ValueError(f"front {shown} is not two of seat {seat}'s cards")
-        setting = Setting.from_front(parsed, chosen, wheel_high=rules.wheel_high)
-    return setting, settle_pai_gow(setting, dealer_setting, dealer_cards, rules)
-
-
-def _problem(p: DealProblem) -> Problem:
-    return Problem(code=p.code, detail=p.detail)
-
-
-def _side(line: str, pays: int, wager: int | None) -> SideOut:
-    win = None if wager is None else (wager * pays if pays > 0 else (0 if pays == 0 else -wager))
-    return SideOut(line=line, pays=pays, wager=wager, win=win)
-
-
-def _setting_out(setting: Setting) -> SettingOut:
-    return SettingOut(**setting.to_dict())  # type: ignore[arg-type]
