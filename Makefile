@@ -22,7 +22,7 @@ test: $(STAMP) chromium deb-tools
 demo: $(STAMP)
 	$(BIN)/paigow-table demo
 
-# The browser tests drive Debian's chromium (tests/browser); CI runs as root.
+# The browser tests drive Debian's chromium (tests/display); CI runs as root.
 chromium:
 	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 

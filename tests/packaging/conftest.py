@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import browser
+from tests.display.conftest import browser
 
 __all__ = ["browser"]
 

@@ -17,7 +17,7 @@ from controller.game.setting import Setting
 from controller.messages import RoundPayload
 from controller.table import PlayerSettled
 from drivers.events import DealStarted, PacketDealt, PositionDrawn, StubVerified
-from tests.browser.conftest import SMALL_KIOSK, kiosk, shot, write_secret
+from tests.display.conftest import SMALL_KIOSK, kiosk, shot, write_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -12,8 +12,8 @@ from controller.display import DisplayService
 from controller.messages import RoundPayload
 from controller.table import AlarmRaised
 from drivers.events import DeviceFault
-from tests.browser.conftest import SMALL_KIOSK, kiosk, shot, unavailable, write_secret
-from tests.browser.test_access import non_loopback_address
+from tests.display.conftest import SMALL_KIOSK, kiosk, shot, unavailable, write_secret
+from tests.display.test_access import non_loopback_address
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -18,7 +18,7 @@ from simulators.demo import DEMO_CONFIG
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator
-from tests.browser.conftest import kiosk, shot, write_secret
+from tests.display.conftest import kiosk, shot, write_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
