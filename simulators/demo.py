@@ -202,26 +202,6 @@ class DemoMqtt:
             await self.broker.stop()
 
 
-def add_demo_arguments(p: argparse.ArgumentParser) -> None:
-    group = p.add_mutually_exclusive_group()
-    group.add_argument(
-        "--mqtt-port",
-        type=int,
-        default=None,
-        help="port of the demo's private Mosquitto on 127.0.0.1 (default: a free one)",
-    )
-    group.add_argument("--broker", metavar="HOST:PORT", help="publish to this broker instead")
-    group.add_argument("--no-mqtt", action="store_true", help="do not publish over MQTT")
-    p.add_argument(
-        "--drain-timeout",
-        type=float,
-        default=60.0,
-        metavar="S",
-        help="with --rounds: wait up to S seconds for the broker to acknowledge every message "
-        "before stopping (default 60)",
-    )
-
-
 class DemoDealer:
     """Presses the RNG box and deals a round every ``interval`` seconds, ``rounds`` times."""
 
@@ -368,23 +348,3 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                 flush=True,
             )
     return 0
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rounds", type=int, default=None, help="stop after N rounds (default: run)")
-    p.add_argument("--seed", type=int, default=None, help="seed the shuffles and RNG presses")
-    p.add_argument("--interval", type=float, default=3.0, help="seconds between rounds")
-    p.add_argument(
-        "--fault-rate",
-        type=float,
-        default=0.0,
-        help="chance per round of a fault scenario (short packet, duplicate card, ...)",
-    )
-    p.add_argument("--journal", help="journal file (default: a temporary one)")
-    p.add_argument(
-        "--http-port",
-        type=int,
-        default=8080,
-        help="port of the dealer and supervisor pages on 127.0.0.1 (default 8080)",
-    )
-    add_demo_arguments(p)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from controller.analysis.census import Census
-from controller.analysis.cli import register
 from controller.analysis.progress import Progress
 from controller.cli import build_parser
+from controller.cli.analyze import register
 
 LINE_KEYS = ["line", "pays", "combinations", "probability", "return"]
 

@@ -449,8 +449,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m controller.analysis.cli …``: the same commands without the top-level CLI."""
-    parser = argparse.ArgumentParser(prog="python -m controller.analysis.cli")
+    """``python -m controller.cli.analyze …``: the same commands without the top-level CLI."""
+    parser = argparse.ArgumentParser(prog="python -m controller.cli.analyze")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["analyze", *(sys.argv[1:] if argv is None else argv)])
     code: int = args.func(args)

@@ -1,0 +1,50 @@
+"""``paigow-table``: the one entry point; each group of subcommands registers itself."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterable, Sequence
+
+from controller import __version__
+from controller.cli import house_way, table
+
+
+def build_parser(
+    registrars: Iterable[
+        Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]
+    ] = (),
+) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="paigow-table", description="Dealer Open Pai Gow table controller"
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--wheel",
+        choices=["second_highest", "lowest"],
+        default="second_highest",
+        help="rank of the A-2-3-4-5 straight (docs/rules.md §3; default second_highest)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    house_way.register(sub)
+    for register in registrars:
+        register(sub)
+    return parser
+
+
+def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
+    """Subcommands that live in other modules, imported only when the CLI starts."""
+    from controller.cli import analyze, monitor
+
+    return [table.register, analyze.register, monitor.register]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser(_registrars())
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    return code

@@ -1,0 +1,47 @@
+"""``paigow-table monitor`` and ``schemas``: the MQTT feed for a person, and its JSON Schemas."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    from controller.mqtt.feed import monitor
+
+    return asyncio.run(monitor(args))
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``monitor`` and ``schemas`` to the ``paigow-table`` command line."""
+    from controller import schemas
+
+    p = sub.add_parser(
+        "monitor",
+        help="print a table's MQTT feed as it arrives",
+        description="Subscribe to <prefix># and print one line per message (topic, seq, "
+        "schema, summary).",
+    )
+    p.add_argument("--broker", default="127.0.0.1:1883", metavar="HOST:PORT")
+    p.add_argument(
+        "--prefix",
+        default="casino/+/paigow/+/",
+        help="topic prefix, e.g. casino/demo/paigow/PG-DEMO/ (wildcards allowed)",
+    )
+    p.add_argument("--protocol", choices=["3.1.1", "5"], default="3.1.1")
+    p.add_argument("--share", metavar="GROUP", help="subscribe as $share/GROUP/… (scale out)")
+    p.add_argument("--username")
+    p.add_argument("--password-file", help="file holding the password (never on the command line)")
+    p.add_argument("--ca-file", help="CA of the broker's certificate (enables TLS)")
+    p.add_argument("--cert-file", help="client certificate (TLS)")
+    p.add_argument("--key-file", help="client key (TLS)")
+    p.add_argument("--json", action="store_true", help="print each message as a JSON line")
+    p.add_argument("--count", type=int, default=0, help="exit after N messages")
+    p.set_defaults(func=cmd_monitor)
+    p = sub.add_parser(
+        "schemas",
+        help="write the MQTT feed's JSON Schemas",
+        description="Write the JSON Schemas of every message and command (docs/schemas).",
+    )
+    schemas.add_arguments(p)
+    p.set_defaults(func=schemas.cmd_schemas)

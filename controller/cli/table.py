@@ -1,0 +1,93 @@
+"""``paigow-table run``, ``check-config`` and ``demo``: the table itself. Arguments only here;
+what a command needs is imported when it runs, so the CLI starts without aiohttp or aiomqtt."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from controller.wiring import run_from_config
+
+    return asyncio.run(run_from_config(args.config))
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    from controller.config.check import check_config_main
+
+    return check_config_main(args.file)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from simulators.demo import run_demo
+
+    try:
+        return asyncio.run(run_demo(args))
+    except KeyboardInterrupt:  # Ctrl-C before the daemon took over SIGINT (or after it)
+        print("demo stopped", file=sys.stderr, flush=True)
+        return 130
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("run", help="run the table daemon", description="Run the table daemon.")
+    p.add_argument("--config", required=True, help="the table's TOML config file")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser(
+        "check-config",
+        help="check a config file and print every error",
+        description="Check a config file: every error with its key and what was expected.",
+    )
+    p.add_argument("file")
+    p.set_defaults(func=cmd_check_config)
+    p = sub.add_parser(
+        "demo",
+        help="the daemon with simulated devices, dealing rounds you can watch",
+        description="Run the daemon with a simulated shuffler and RNG box over ptys.",
+    )
+    _demo_arguments(p)
+    p.set_defaults(func=cmd_demo)
+
+
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rounds", type=int, default=None, help="stop after N rounds (default: run)")
+    p.add_argument("--seed", type=int, default=None, help="seed the shuffles and RNG presses")
+    p.add_argument("--interval", type=float, default=3.0, help="seconds between rounds")
+    p.add_argument(
+        "--fault-rate",
+        type=float,
+        default=0.0,
+        help="chance per round of a fault scenario (short packet, duplicate card, ...)",
+    )
+    p.add_argument("--journal", help="journal file (default: a temporary one)")
+    p.add_argument(
+        "--http-port",
+        type=int,
+        default=8080,
+        help="port of the dealer and supervisor pages on 127.0.0.1 (default 8080)",
+    )
+    _demo_mqtt_arguments(p)
+
+
+def _demo_mqtt_arguments(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--mqtt-port",
+        type=int,
+        default=None,
+        help="port of the demo's private Mosquitto on 127.0.0.1 (default: a free one)",
+    )
+    group.add_argument("--broker", metavar="HOST:PORT", help="publish to this broker instead")
+    group.add_argument("--no-mqtt", action="store_true", help="do not publish over MQTT")
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="with --rounds: wait up to S seconds for the broker to acknowledge every message "
+        "before stopping (default 60)",
+    )
