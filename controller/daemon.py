@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 
 from controller import __version__
-from controller.clock import utc_now
+from controller.clock import iso, utc_now
 from controller.config import Config
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
 from controller.journal import Journal, OutboxMessage, VoidedRound
@@ -292,7 +292,7 @@ class Daemon:
                 # the next one and journaled under it as position_assigned.
                 round_id = open_before
             if isinstance(event, Tick):
-                tx.record_event("tick", {"now": event.now.isoformat()}, round_id)
+                tx.record_event("tick", {"now": iso(event.now, "microseconds")}, round_id)
             elif isinstance(event, DeviceEventBase):
                 tx.record_event(event.kind, event, round_id)
             else:
@@ -302,8 +302,8 @@ class Daemon:
 
     def _restart_messages(self, voided: VoidedRound) -> list[OutboxMessage]:
         """The message announcing a round voided because the daemon restarted mid-round."""
-        opened = datetime.fromisoformat(voided.opened_at.replace("Z", "+00:00"))
-        closed = datetime.fromisoformat(voided.closed_at.replace("Z", "+00:00"))
+        opened = datetime.fromisoformat(voided.opened_at)
+        closed = datetime.fromisoformat(voided.closed_at)
         payload = RoundPayload(
             round_id=voided.round_id,
             round_seq=voided.seq,

@@ -5,17 +5,15 @@ store.py    the schema, ``Journal`` and its one write API, ``Transaction``: the 
 history.py  the rounds as the supervisor reads them back
 """
 
+from controller.journal.schema import MIGRATIONS, SCHEMA_VERSION, Migration
 from controller.journal.store import (
     CLOSED_STATUSES,
-    MIGRATIONS,
-    SCHEMA_VERSION,
     EventRecord,
     HourCount,
     Journal,
     JournalError,
     JournalStats,
     MessageStamp,
-    Migration,
     OutboxMessage,
     OutboxRow,
     Payload,

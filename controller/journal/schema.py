@@ -1,0 +1,65 @@
+"""The journal's SQLite schema and its migrations (version ``n`` to ``n + 1``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+SCHEMA_VERSION = 1
+
+
+_SCHEMA_1 = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE rounds (
+    round_id  TEXT PRIMARY KEY,
+    table_id  TEXT NOT NULL,
+    seq       INTEGER NOT NULL,
+    opened_at TEXT NOT NULL,
+    closed_at TEXT,
+    status    TEXT NOT NULL CHECK (status IN ('open', 'settled', 'dead', 'misdeal', 'void')),
+    reason    TEXT,
+    result    TEXT,
+    UNIQUE (table_id, seq)
+);
+CREATE UNIQUE INDEX rounds_one_open ON rounds (table_id) WHERE status = 'open';
+CREATE INDEX rounds_opened ON rounds (table_id, opened_at);
+CREATE TABLE events (
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    round_id TEXT REFERENCES rounds (round_id),
+    at       TEXT NOT NULL,
+    kind     TEXT NOT NULL,
+    payload  TEXT NOT NULL
+);
+CREATE INDEX events_round ON events (round_id, id);
+CREATE TABLE outbox (
+    msg_id          TEXT PRIMARY KEY,
+    table_id        TEXT NOT NULL,
+    seq             INTEGER NOT NULL,
+    topic           TEXT NOT NULL,
+    payload         BLOB NOT NULL,
+    qos             INTEGER NOT NULL CHECK (qos IN (0, 1, 2)),
+    retain          INTEGER NOT NULL CHECK (retain IN (0, 1)),
+    created_at      TEXT NOT NULL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    last_attempt_at TEXT,
+    replay          INTEGER NOT NULL DEFAULT 0 CHECK (replay IN (0, 1)),
+    round_id        TEXT REFERENCES rounds (round_id),
+    UNIQUE (table_id, seq)
+);
+"""
+
+
+def _create_schema_1(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_1.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+Migration = Callable[[sqlite3.Connection], None]
+
+#: Migration from version ``n`` to ``n + 1``, keyed by ``n``; each runs inside the opening
+#: transaction, which then records the new version. Add ``MIGRATIONS[1]`` for schema 2.
+MIGRATIONS: dict[int, Migration] = {0: _create_schema_1}
