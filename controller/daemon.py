@@ -219,9 +219,12 @@ class Daemon:
             return
         self._journal(event, effects, open_before)
         for effect in effects:
-            replying = isinstance(item, _CommandItem) and isinstance(effect, CommandReply)
-            if replying and not item.reply.done():  # type: ignore[union-attr]
-                item.reply.set_result(effect)  # type: ignore[union-attr,arg-type]
+            if (
+                isinstance(item, _CommandItem)
+                and isinstance(effect, CommandReply)
+                and not item.reply.done()
+            ):
+                item.reply.set_result(effect)
             self._log(effect)
             for listener in list(self.listeners):
                 try:

@@ -42,7 +42,7 @@ from controller.mqtt.wire import (
     tls_context,
     wire_payload,
 )
-from controller.ports import PublisherHost
+from controller.ports import Lifecycle, PublisherHost
 from controller.table import (
     AlarmRaised,
     DeviceChanged,
@@ -67,7 +67,7 @@ class PublishRefused(Exception):
     """The broker acknowledged a publish with a failure reason code (MQTT 5), e.g. 0x87."""
 
 
-def _raise_if_stopping(daemon: PublisherHost) -> None:
+def _raise_if_stopping(daemon: Lifecycle) -> None:
     """Python 3.11's asyncio.wait_for (inside aiomqtt's connect and subscribe) can swallow the
     cancellation that stops the daemon when it arrives with the awaited reply; then nothing
     raises it again and the daemon would never exit. A stop must never be lost: the daemon

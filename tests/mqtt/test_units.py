@@ -8,6 +8,7 @@ import io
 import json
 import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -215,11 +216,13 @@ async def test_the_demo_publishes_and_prints_the_feed(tmp_path: Path) -> None:
 
 async def test_a_swallowed_stop_is_raised_again() -> None:
     # Python 3.11's wait_for can swallow a cancel that arrives with the reply it awaited.
-    from types import SimpleNamespace
-
     from controller.mqtt.publisher import _raise_if_stopping
 
-    daemon = SimpleNamespace(stopping=asyncio.Event())
+    @dataclass
+    class Stopping:  # the one port it uses (controller/ports.py Lifecycle)
+        stopping: asyncio.Event = field(default_factory=asyncio.Event)
+
+    daemon = Stopping()
     reached: list[str] = []
 
     async def session() -> None:
@@ -227,10 +230,10 @@ async def test_a_swallowed_stop_is_raised_again() -> None:
             await asyncio.sleep(10)
         except asyncio.CancelledError:
             reached.append("swallowed")  # what the race inside wait_for does
-        _raise_if_stopping(daemon)  # type: ignore[arg-type]
+        _raise_if_stopping(daemon)
         reached.append("went on")
 
-    _raise_if_stopping(daemon)  # type: ignore[arg-type]  # not stopping: nothing happens
+    _raise_if_stopping(daemon)  # not stopping: nothing happens
     task = asyncio.create_task(session())
     await asyncio.sleep(0)
     daemon.stopping.set()
