@@ -388,7 +388,7 @@ class DisplayConfig(_Model):
 
 
 class JournalConfig(_Model):
-    """``[journal]``: the SQLite journal (controller/journal.py)."""
+    """``[journal]``: the SQLite journal (controller/journal/)."""
 
     path: ConfigPath = DEFAULT_JOURNAL_PATH
     synchronous: Literal["FULL", "NORMAL"] = "FULL"

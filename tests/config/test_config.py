@@ -1,4 +1,4 @@
-"""controller/config.py: the example loads; every broken config gives one message naming its key."""
+"""controller/config/: the example loads; every broken config gives one message naming its key."""
 
 from __future__ import annotations
 

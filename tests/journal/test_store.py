@@ -1,4 +1,4 @@
-"""controller/journal.py: WAL, unique round ids, atomic close, outbox order, seq, recovery,
+"""controller/journal/store.py: WAL, unique round ids, atomic close, outbox order, seq, recovery,
 durability across kill -9."""
 
 from __future__ import annotations
