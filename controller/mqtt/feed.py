@@ -117,11 +117,12 @@ class FeedPrinter:
     async def run(self, host: object = None) -> None:
         import aiomqtt
 
+        from controller.mqtt.client import Client
         from controller.mqtt.wire import NODELAY
 
         while True:
             try:
-                async with aiomqtt.Client(
+                async with Client(
                     self.host, self.port, keepalive=10, socket_options=NODELAY
                 ) as client:
                     await client.subscribe(f"{self.prefix}#", qos=1)
@@ -175,6 +176,7 @@ async def monitor(
     import aiomqtt
 
     from controller.config import TlsConfig
+    from controller.mqtt.client import Client
     from controller.mqtt.wire import NODELAY, tls_context
 
     host, port = parse_broker(args.broker)
@@ -190,7 +192,7 @@ async def monitor(
     seen = 0
     while True:
         try:
-            async with aiomqtt.Client(
+            async with Client(
                 host,
                 port,
                 username=args.username,

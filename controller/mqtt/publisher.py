@@ -34,6 +34,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from controller.config import MqttConfig
 from controller.journal import Journal, OutboxRow
 from controller.messages import StatusPayload, envelope
+from controller.mqtt.client import Client
 from controller.mqtt.wire import (
     NODELAY,
     CommandRefused,
@@ -128,7 +129,7 @@ def _describe(exc: BaseException) -> str:
 # --- the client --------------------------------------------------------------------------------
 
 
-class _Client(aiomqtt.Client):
+class _Client(Client):
     """aiomqtt's client with a publish that reports the PUBACK's reason code.
 
     ``send`` hands a message to paho and returns a future of its PUBACK reason code; ``acked`` waits

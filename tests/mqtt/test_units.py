@@ -241,3 +241,30 @@ async def test_a_swallowed_stop_is_raised_again() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert reached == ["swallowed"]
+
+
+async def test_a_link_the_broker_drops_leaves_no_exception_behind(broker: Mosquitto) -> None:
+    """The broker dies under a connected client: leaving the client must not leave an
+    unretrieved exception for asyncio to log (with a traceback) when it is collected."""
+    import gc
+
+    from controller.mqtt.client import Client
+
+    seen: list[object] = []
+    loop = asyncio.get_running_loop()
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: seen.append(context.get("message")))
+    try:
+        client = Client("127.0.0.1", broker.port)
+        async with client:
+            await broker.kill()
+            async with asyncio.timeout(10):
+                while not client._disconnected.done():
+                    await asyncio.sleep(0.05)
+        del client
+        gc.collect()
+        await asyncio.sleep(0)
+        gc.collect()
+    finally:
+        loop.set_exception_handler(previous)
+    assert seen == []
