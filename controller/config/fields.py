@@ -14,7 +14,7 @@ from pydantic import (
     ValidationInfo,
 )
 
-from controller.config.issues import ConfigError, ConfigIssue, _describe
+from controller.config.issues import ConfigError, ConfigIssue, describe_value
 
 Role = Literal["cards", "position", "pole"]
 TRANSPORTS: tuple[str, ...] = ("serial", "tcp", "usb", "none")
@@ -24,8 +24,8 @@ DEFAULT_TOPIC_PREFIX = "casino/{site}/paigow/{table}/"
 DEFAULT_JOURNAL_PATH = Path("/var/lib/paigow-table/journal.sqlite3")
 
 _SLUG = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,30}[A-Za-z0-9])?$")
-_DRIVER = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-_CREDENTIAL = re.compile(r"^[A-Za-z0-9_.@-]{1,255}$")
+DRIVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+CREDENTIAL_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,255}$")
 
 
 # --- field types -----------------------------------------------------------------------------
@@ -105,34 +105,34 @@ def _path(value: object, info: ValidationInfo) -> Path:
             raise ValueError("expected a file path, got an empty string")
         value = Path(value)
     if not isinstance(value, Path):
-        raise ValueError(f"expected a file path string, got {_describe(value)}")
-    base = _context(info).get("base_dir")
+        raise ValueError(f"expected a file path string, got {describe_value(value)}")
+    base = validation_context(info).get("base_dir")
     if isinstance(base, Path) and not value.is_absolute():
         value = base / value
     return value
 
 
 def _readable_if_checking(value: Path, info: ValidationInfo) -> Path:
-    if _context(info).get("check_files"):
-        problem = _file_problem(value)
+    if validation_context(info).get("check_files"):
+        problem = file_problem(value)
         if problem:
             raise ValueError(problem)
     return value
 
 
-def _option_value(value: object) -> object:
+def option_value(value: object) -> object:
     if not isinstance(value, str | int | float | bool):
-        raise ValueError(f"expected a string, number or boolean, got {_describe(value)}")
+        raise ValueError(f"expected a string, number or boolean, got {describe_value(value)}")
     return value
 
 
-def _stopbits(value: object) -> float:
+def stopbits_value(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value not in (1, 1.5, 2):
-        raise ValueError(f"expected 1, 1.5 or 2, got {_describe(value)}")
+        raise ValueError(f"expected 1, 1.5 or 2, got {describe_value(value)}")
     return value
 
 
-def _level(value: object) -> object:
+def log_level(value: object) -> object:
     return value.upper() if isinstance(value, str) else value
 
 
@@ -147,11 +147,11 @@ ConfigPath = Annotated[Path, BeforeValidator(_path)]
 ReadableFile = Annotated[Path, BeforeValidator(_path), AfterValidator(_readable_if_checking)]
 
 
-def _context(info: ValidationInfo) -> Mapping[str, object]:
+def validation_context(info: ValidationInfo) -> Mapping[str, object]:
     return info.context if isinstance(info.context, Mapping) else {}
 
 
-def _file_problem(path: Path) -> str | None:
+def file_problem(path: Path) -> str | None:
     if not path.exists():
         return f"file not found: {path} (expected an existing, readable file)"
     if not path.is_file():
@@ -161,7 +161,7 @@ def _file_problem(path: Path) -> str | None:
     return None
 
 
-def _read_secret(path: Path) -> str:
+def read_secret(path: Path) -> str:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

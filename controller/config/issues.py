@@ -49,13 +49,13 @@ _TOML_TYPES: dict[type, str] = {
 }
 
 
-def _describe(value: object) -> str:
+def describe_value(value: object) -> str:
     kind = next((name for t, name in _TOML_TYPES.items() if type(value) is t), type(value).__name__)
     if isinstance(value, dict | list):
         return kind
     return f"{kind} {value!r}"
 
 
-def _choices(values: Sequence[object]) -> str:
+def choices(values: Sequence[object]) -> str:
     shown = [repr(v) for v in values]
     return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]

@@ -16,7 +16,13 @@ from pydantic import (
 )
 
 from controller.config.fields import TRANSPORTS
-from controller.config.issues import ConfigError, ConfigIssue, KeyedValueError, _choices, _describe
+from controller.config.issues import (
+    ConfigError,
+    ConfigIssue,
+    KeyedValueError,
+    choices,
+    describe_value,
+)
 from controller.config.models import Config, SerialDevice, SoftwareDevice, TcpDevice, UsbDevice
 
 # --- loading and reporting ---------------------------------------------------------------------
@@ -92,18 +98,18 @@ def _message(error: Mapping[str, Any], parts: list[str], raw_loc: Sequence[int |
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         if kind == "union_tag_not_found":
             parts.append("transport")
-            return f"required key is missing: expected {_choices(TRANSPORTS)}"
+            return f"required key is missing: expected {choices(TRANSPORTS)}"
         parts.append("transport")
-        return f"expected {_choices(TRANSPORTS)}, got {ctx.get('tag')!r}"
+        return f"expected {choices(TRANSPORTS)}, got {ctx.get('tag')!r}"
     if kind in ("model_type", "dict_type", "model_attributes_type"):
-        return f"expected a table, got {_describe(value)}"
+        return f"expected a table, got {describe_value(value)}"
     if kind == "bool_type":
-        return f"expected true or false, got {_describe(value)}"
+        return f"expected true or false, got {describe_value(value)}"
     msg = str(error["msg"])
     expected = msg.removeprefix("Input should be ").removeprefix("Value should be ")
     if expected.startswith(("greater", "less")):
         expected = "a number " + expected
-    return f"expected {expected}, got {_describe(value)}"
+    return f"expected {expected}, got {describe_value(value)}"
 
 
 def _issues(file: str, exc: ValidationError) -> list[ConfigIssue]:

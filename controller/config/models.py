@@ -19,11 +19,11 @@ from pydantic import (
 )
 
 from controller.config.fields import (
-    _CREDENTIAL,
-    _DRIVER,
+    CREDENTIAL_NAME,
     DEFAULT_JOURNAL_PATH,
     DEFAULT_SEATS,
     DEFAULT_TOPIC_PREFIX,
+    DRIVER_NAME,
     ConfigPath,
     Endpoint,
     IpPort,
@@ -34,14 +34,14 @@ from controller.config.fields import (
     SeatLabel,
     Slug,
     UsbId,
-    _context,
-    _file_problem,
-    _level,
-    _option_value,
-    _read_secret,
-    _stopbits,
+    file_problem,
+    log_level,
+    option_value,
+    read_secret,
+    stopbits_value,
+    validation_context,
 )
-from controller.config.issues import ConfigError, ConfigIssue, KeyedValueError, _choices
+from controller.config.issues import ConfigError, ConfigIssue, KeyedValueError, choices
 from controller.game.setting import Rules, WheelRank
 from drivers.base import Backoff
 
@@ -128,28 +128,28 @@ class PaytablesConfig(_Model):
 class _DeviceBase(_Model):
     driver: str = Field(description="driver name, e.g. reference_shuffler")
     role: Role
-    options: dict[str, Annotated[Any, AfterValidator(_option_value)]] = Field(
+    options: dict[str, Annotated[Any, AfterValidator(option_value)]] = Field(
         default_factory=dict, description="driver-specific settings, validated by the driver"
     )
 
     @model_validator(mode="after")
     def _known_driver(self, info: ValidationInfo) -> _DeviceBase:
-        if not _DRIVER.match(self.driver):
+        if not DRIVER_NAME.match(self.driver):
             raise KeyedValueError(
                 "driver", f"expected a driver name in lower_snake_case, got {self.driver!r}"
             )
-        known = _context(info).get("known_drivers")
+        known = validation_context(info).get("known_drivers")
         if isinstance(known, Mapping):
             if self.driver not in known:
                 raise KeyedValueError(
                     "driver",
-                    f"unknown driver {self.driver!r}: expected one of {_choices(sorted(known))}",
+                    f"unknown driver {self.driver!r}: expected one of {choices(sorted(known))}",
                 )
             roles = known[self.driver]
             if isinstance(roles, Collection) and self.role not in roles:
                 raise KeyedValueError(
                     "role",
-                    f"driver {self.driver!r} serves role {_choices(sorted(roles))}, "
+                    f"driver {self.driver!r} serves role {choices(sorted(roles))}, "
                     f"not {self.role!r}",
                 )
         return self
@@ -163,7 +163,7 @@ class SerialDevice(_DeviceBase):
     baudrate: int = Field(default=38400, ge=50, le=4_000_000)
     bytesize: Literal[5, 6, 7, 8] = 8
     parity: Literal["N", "E", "O", "M", "S"] = "N"
-    stopbits: Annotated[float, BeforeValidator(_stopbits)] = 1
+    stopbits: Annotated[float, BeforeValidator(stopbits_value)] = 1
 
     def settings(self) -> dict[str, Any]:
         """Keyword settings for the driver: the port's line settings, then ``options``."""
@@ -307,14 +307,14 @@ class MqttConfig(_Model):
         if has_password and not self.username:
             raise KeyedValueError("username", "a password needs a username: expected username")
         if self.password_credential is not None:
-            if not _CREDENTIAL.match(self.password_credential):
+            if not CREDENTIAL_NAME.match(self.password_credential):
                 raise KeyedValueError(
                     "password_credential",
                     f"expected a systemd credential name, got {self.password_credential!r}",
                 )
             directory = os.environ.get("CREDENTIALS_DIRECTORY")
-            if _context(info).get("check_files") and directory:
-                problem = _file_problem(Path(directory) / self.password_credential)
+            if validation_context(info).get("check_files") and directory:
+                problem = file_problem(Path(directory) / self.password_credential)
                 if problem:
                     raise KeyedValueError("password_credential", f"systemd credential: {problem}")
         if "{" in self.topic_prefix or "}" in self.topic_prefix:
@@ -334,7 +334,7 @@ class MqttConfig(_Model):
         Raises ConfigError when it cannot be read.
         """
         if self.password_file is not None:
-            return _read_secret(self.password_file)
+            return read_secret(self.password_file)
         if self.password_credential is not None:
             directory = os.environ.get("CREDENTIALS_DIRECTORY")
             if not directory:
@@ -348,7 +348,7 @@ class MqttConfig(_Model):
                         )
                     ]
                 )
-            return _read_secret(Path(directory) / self.password_credential)
+            return read_secret(Path(directory) / self.password_credential)
         return None
 
 
@@ -380,11 +380,11 @@ class DisplayConfig(_Model):
 
     def read_supervisor_token(self) -> str | None:
         return (
-            None if self.supervisor_token_file is None else _read_secret(self.supervisor_token_file)
+            None if self.supervisor_token_file is None else read_secret(self.supervisor_token_file)
         )
 
     def read_void_pin(self) -> str | None:
-        return None if self.void_pin_file is None else _read_secret(self.void_pin_file)
+        return None if self.void_pin_file is None else read_secret(self.void_pin_file)
 
 
 class JournalConfig(_Model):
@@ -398,7 +398,7 @@ class LoggingConfig(_Model):
     """``[logging]``: level, and JSON lines or readable console output ("auto" picks)."""
 
     level: Annotated[
-        Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(_level)
+        Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(log_level)
     ] = "INFO"
     format: Literal["auto", "json", "console"] = "auto"
 
