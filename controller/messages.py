@@ -186,16 +186,31 @@ class DevicePayload(Payload):
     detail: str = ""
 
 
+class FaultOut(BaseModel):
+    """Why the table is in its fault state (tilt): the journal cannot be written, so no result
+    is shown or sent as settled until it can (docs/faults.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    code: str = Field(description="journal_write_failed")
+    detail: str = Field(description="the error, e.g. 'database or disk is full'")
+    since: datetime
+    events_lost: int = Field(0, ge=0, description="device events not applied since the fault")
+
+
 class StatusPayload(Payload):
     SCHEMA: ClassVar[str] = "paigow.status"
     TOPIC: ClassVar[str] = "status"
 
-    state: Literal["online", "offline"]
+    state: Literal["online", "offline", "fault"]
     table_open: bool
     devices: dict[str, bool]
     round_id: str | None = None
     software_version: str = ""
     config_digest: str = ""
+    fault: FaultOut | None = Field(
+        None, description="set while state is fault: do not settle by the display"
+    )
 
 
 def envelope(

@@ -368,6 +368,27 @@ class DisplayConfig(_Model):
         default=False,
         description="accept dealer input (dice, seats, settings, void) from other hosts",
     )
+    max_connections: int = Field(
+        default=256,
+        ge=8,
+        le=4096,
+        description="open connections at most; the loopback kiosk has a reserve beyond this",
+    )
+    max_streams: int = Field(
+        default=64,
+        ge=2,
+        le=2048,
+        description="live streams at most; the oldest remote stream is closed to admit a new one",
+    )
+    request_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="seconds a new connection has to send a whole request head",
+    )
+    idle_timeout: float = Field(
+        default=30.0, gt=0, le=3600, description="seconds an idle keep-alive connection is kept"
+    )
 
     @property
     def loopback_only(self) -> bool:
@@ -388,10 +409,47 @@ class DisplayConfig(_Model):
 
 
 class JournalConfig(_Model):
-    """``[journal]``: the SQLite journal (controller/journal/)."""
+    """``[journal]``: the SQLite journal (controller/journal/), its free space and retention."""
 
     path: ConfigPath = DEFAULT_JOURNAL_PATH
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    min_free_mb: int = Field(
+        default=512,
+        ge=1,
+        le=1_000_000,
+        description="alarm when the journal's filesystem has less free space than this (MB)",
+    )
+    retention_days: int = Field(
+        default=90,
+        ge=0,
+        le=36_500,
+        description="closed rounds older than this are archived and removed; 0 keeps all",
+    )
+    archive_dir: ConfigPath | None = Field(
+        default=None,
+        description="where archives of old rounds go; default: 'archive' beside the journal",
+    )
+
+    @property
+    def archive_directory(self) -> Path:
+        return self.archive_dir or Path(self.path).parent / "archive"
+
+
+class LimitsConfig(_Model):
+    """``[limits]``: how much a noisy or flooding device may cost (docs/faults.md)."""
+
+    alarm_interval: float = Field(
+        default=60.0,
+        ge=1,
+        le=3600,
+        description="seconds: repeated frame errors and faults of a device make one alarm each",
+    )
+    device_events_per_minute: int = Field(
+        default=600,
+        ge=60,
+        le=100_000,
+        description="events a device may send a minute; beyond this they are counted, not applied",
+    )
 
 
 class LoggingConfig(_Model):
@@ -413,6 +471,7 @@ class Config(_Model):
     mqtt: MqttConfig = Field(default_factory=lambda: MqttConfig(enabled=False))
     display: DisplayConfig = Field(default_factory=DisplayConfig)
     journal: JournalConfig = Field(default_factory=JournalConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     @model_validator(mode="after")
