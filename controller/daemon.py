@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import signal
+import sqlite3
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,22 +28,37 @@ from controller.config import Config
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
 from controller.journal import Journal, OutboxMessage, VoidedRound
 from controller.logging import bind_round, unbind_round
-from controller.messages import Command, EnterDice, Payload, Problem, RoundPayload, envelope
+from controller.messages import (
+    Command,
+    EnterDice,
+    Payload,
+    Problem,
+    RoundPayload,
+    StatusRequest,
+    envelope,
+)
 from controller.ports import Service
 from controller.systemd import ready, stopping, watchdog_loop
 from controller.table import (
     AlarmRaised,
     CommandReply,
+    DealRecorded,
     DeviceChanged,
+    DiskSpace,
     Effect,
+    FaultCleared,
+    JournalRecovered,
+    NoiseSummary,
     PlayerSettled,
     RoundClosed,
     RoundOpened,
+    StatusChanged,
     Table,
     TableEvent,
     TableSettings,
     Tick,
 )
+from controller.table.limits import DeviceLimiter
 from drivers.base import Device
 from drivers.events import DeviceEventBase, DeviceOffline, PositionDrawn
 from drivers.rng import SoftwareRng
@@ -50,6 +67,17 @@ log = structlog.get_logger(__name__)
 
 Listener = Callable[[Effect], None]
 SEATS_KEY = "occupied_seats"
+#: How often the journal's free space is looked at (seconds of ticks).
+DISK_CHECK_S = 5.0
+#: While in fault, how often a changed count of lost events is re-announced (status, page).
+FAULT_STATUS_S = 5.0
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A journal failure in a few words for the dealer, the status and the log."""
+    if isinstance(exc, sqlite3.Error | OSError):
+        return str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {exc}"
 
 
 @dataclass
@@ -94,6 +122,7 @@ class Daemon:
             next_round_seq=self.journal.next_round_seq(),
             software_version=__version__,
             config_digest=self.config_digest,
+            recent_deals=self.journal.recent_deals(),
         )
         self.queue: asyncio.Queue[TableEvent | _CommandItem] = asyncio.Queue()
         self.listeners: list[Listener] = []
@@ -101,6 +130,15 @@ class Daemon:
         self.ready = asyncio.Event()
         self.stopping = asyncio.Event()  # set when a stop is asked for, before tasks are cancelled
         self.prefix = self.config.mqtt.topic_prefix
+        # An MQTT-off table queues nothing: nobody would ever drain the outbox.
+        self.publishing = self.config.mqtt.enabled
+        limits = self.config.limits
+        self.limiter = DeviceLimiter(
+            interval=limits.alarm_interval, events_per_minute=limits.device_events_per_minute
+        )
+        self._disk_checked: datetime | None = None
+        self._disk_low = False
+        self._fault_announced: tuple[datetime, int] | None = None
         self._healthy = True
         self._software_rngs = [d for d in self.devices if isinstance(d, SoftwareRng)]
         # The dealer's occupied seats survive a restart (an empty seat must not be paid again).
@@ -147,7 +185,7 @@ class Daemon:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._consume(), name=f"daemon[{self.config.table.id}].consume")
                 tg.create_task(self._ticker(), name=f"daemon[{self.config.table.id}].tick")
-                tg.create_task(watchdog_loop(healthy=lambda: self._healthy), name="watchdog")
+                tg.create_task(watchdog_loop(healthy=lambda: self.healthy), name="watchdog")
                 for device in self.devices:
                     tg.create_task(self._device(device), name=f"device[{device.name}]")
                 for service in self.services:
@@ -192,13 +230,18 @@ class Daemon:
             await asyncio.sleep(self.tick_interval)
             self.put_nowait(Tick(self.clock()))
 
+    @property
+    def healthy(self) -> bool:
+        """False while the journal refuses writes: the watchdog is withheld (docs/faults.md)."""
+        return self._healthy and self.table.fault is None
+
     async def _consume(self) -> None:
         while True:
             item = await self.queue.get()
             try:
                 self._handle(item)
             except Exception:
-                # The journal or a listener failed: never lose the loop; report and go on.
+                # A bug (the journal's failures are handled in _handle): report it, go on.
                 self._healthy = False
                 log.exception("event_failed", item=type(item).__name__)
                 if isinstance(item, _CommandItem) and not item.reply.done():
@@ -212,12 +255,108 @@ class Daemon:
 
     def _handle(self, item: TableEvent | _CommandItem) -> None:
         event = item.command if isinstance(item, _CommandItem) else item
+        now = self.clock()
+        if isinstance(event, DeviceEventBase) and not self.limiter.admit(event, now):
+            return  # counted; one summary per device and interval (controller/table/limits.py)
+        if self.table.fault is not None:
+            self._handle_in_fault(item, event, now)
+        else:
+            self._apply(item, event)
+        if isinstance(event, Tick):
+            for summary in self.limiter.flush(now):
+                self._handle(summary)
+            self._check_disk(now)
+
+    def _apply(self, item: TableEvent | _CommandItem, event: TableEvent) -> bool:
+        """Apply one event: the table's effects are journaled in one transaction, then heard.
+        If the journal refuses, the table is rolled back to before the event and goes into its
+        fault state (tilt): nothing of the event is shown or sent. True if it was journaled."""
         before = self.table.round
         open_before = before.round_id if before is not None and not before.closed else None
+        snapshot = self.table.snapshot()
         effects = self.table.handle(event)
         if isinstance(event, Tick) and not effects:
+            return True
+        try:
+            self._journal(event, effects, open_before)
+        except Exception as exc:
+            self.table.restore(snapshot)
+            self._enter_fault(exc, item, event)
+            return False
+        self._deliver(item, effects)
+        return True
+
+    def _enter_fault(
+        self, exc: Exception, item: TableEvent | _CommandItem, event: TableEvent
+    ) -> None:
+        detail = describe_failure(exc)
+        first = self.table.fault is None
+        effects = self.table.enter_fault(detail, self.clock())
+        if isinstance(event, JournalRecovered):
+            return  # a failed probe: still in fault, nothing new to say
+        self.table.lost(event)
+        if first:
+            log.critical(
+                "journal_write_failed",
+                error=detail,
+                event=getattr(event, "kind", type(event).__name__),
+                hint="the table shows TABLE FAULT and settles nothing until the journal works",
+            )
+            self._fault_announced = (self.clock(), 0)
+        self._refuse(item, detail)
+        self._deliver(item, effects)
+
+    def _handle_in_fault(
+        self, item: TableEvent | _CommandItem, event: TableEvent, now: datetime
+    ) -> None:
+        if isinstance(event, Tick):
+            if self._apply(item, JournalRecovered(now)):
+                log.warning("journal_recovered", table_id=self.config.table.id)
+                self._fault_announced = None
+            else:
+                self._announce_fault(now)
             return
-        self._journal(event, effects, open_before)
+        if isinstance(event, StatusRequest):
+            self._deliver(
+                item,
+                [
+                    CommandReply(
+                        event.request_id,
+                        event.kind,
+                        True,
+                        data=self.table.status().model_dump(mode="json"),
+                    )
+                ],
+            )
+            return
+        self.table.lost(event)
+        fault = self.table.fault
+        self._refuse(item, fault.detail if fault is not None else "")
+
+    def _announce_fault(self, now: datetime) -> None:
+        """While in fault, a changed count of lost events goes out now and then (not per event)."""
+        fault = self.table.fault
+        if fault is None:
+            return
+        last_at, last_count = self._fault_announced or (now, -1)
+        if fault.events_lost != last_count and (
+            last_count < 0 or (now - last_at).total_seconds() >= FAULT_STATUS_S
+        ):
+            self._fault_announced = (now, fault.events_lost)
+            self._deliver(None, [StatusChanged(self.table.status())])
+
+    def _refuse(self, item: TableEvent | _CommandItem | None, detail: str) -> None:
+        if isinstance(item, _CommandItem) and not item.reply.done():
+            item.reply.set_result(
+                CommandReply(
+                    item.command.request_id,
+                    item.command.kind,
+                    False,
+                    f"table fault: the journal cannot be written ({detail}); nothing was changed",
+                )
+            )
+
+    def _deliver(self, item: TableEvent | _CommandItem | None, effects: list[Effect]) -> None:
         for effect in effects:
             if (
                 isinstance(item, _CommandItem)
@@ -233,6 +372,27 @@ class Daemon:
                     log.exception("listener_failed", listener=repr(listener))
             if isinstance(effect, RoundOpened):
                 self._draw_if_needed()
+
+    def _check_disk(self, now: datetime) -> None:
+        """Alarm when the journal's filesystem runs low, long before SQLite reports it full."""
+        if self.journal.path == ":memory:":
+            return
+        if self._disk_checked is not None and (
+            (now - self._disk_checked).total_seconds() < DISK_CHECK_S
+        ):
+            return
+        self._disk_checked = now
+        try:
+            free_mb = shutil.disk_usage(self.journal.path).free // 2**20
+        except OSError as exc:
+            log.warning("disk_space_unknown", path=self.journal.path, error=str(exc))
+            return
+        threshold = self.config.journal.min_free_mb
+        # Hysteresis: back to normal only 10 % above the threshold, so it does not flap.
+        low = free_mb < threshold if not self._disk_low else free_mb < threshold * 1.1
+        if low != self._disk_low:
+            self._disk_low = low
+            self._handle(DiskSpace(free_mb=int(free_mb), threshold_mb=threshold, low=low))
 
     def _draw_if_needed(self) -> None:
         """A table without an RNG box draws the first position in software when a deal opens."""
@@ -258,8 +418,9 @@ class Daemon:
         self, event: TableEvent, effects: Iterable[Effect], open_before: str | None
     ) -> None:
         """The event and all it caused, in one transaction (docs/architecture.md: journal before
-        send)."""
+        send). An MQTT-off table journals no outbox rows."""
         queued = False
+        publishing = self.publishing
         with self.journal.transaction() as tx:
             for effect in effects:
                 match effect:
@@ -268,26 +429,43 @@ class Daemon:
                         if effect.draw is not None:  # drawn before the deal: now this round's
                             tx.record_event("position_assigned", effect.draw, effect.round_id)
                     case RoundClosed(payload=p):
-                        message = OutboxMessage(self.topic(p.topic), self._builder(p))
+                        messages = (
+                            [OutboxMessage(self.topic(p.topic), self._builder(p))]
+                            if publishing
+                            else []
+                        )
                         reason = "; ".join(r.code for r in p.reasons) or None
                         if effect.revises_settled:
-                            tx.void_settled_round(p.round_id, reason or "void", p, [message])
+                            tx.void_settled_round(p.round_id, reason or "void", p, messages)
                         else:
-                            tx.close_round(p.round_id, p.status, reason, p, [message])
-                        queued = True
+                            tx.close_round(p.round_id, p.status, reason, p, messages)
+                        queued = publishing
                     case PlayerSettled(payload=p):
                         tx.record_event("player_settled", p, p.round_id)
-                        tx.enqueue(self.topic(p.TOPIC), self._builder(p), round_id=p.round_id)
-                        queued = True
+                        if publishing:
+                            tx.enqueue(self.topic(p.TOPIC), self._builder(p), round_id=p.round_id)
+                            queued = True
                     case AlarmRaised(payload=p):
                         tx.record_event("alarm", p, p.round_id)  # the supervisor's alarm history
-                        tx.enqueue(self.topic(p.TOPIC), self._builder(p))
-                        queued = True
+                        if publishing:
+                            tx.enqueue(self.topic(p.TOPIC), self._builder(p))
+                            queued = True
                     case CommandReply(ok=True, command="set_seats"):
                         tx.remember(SEATS_KEY, self.table.occupied)
                     case DeviceChanged(payload=p):
-                        tx.enqueue(self.topic(f"device/{p.device}"), self._builder(p), retain=True)
-                        queued = True
+                        if publishing:
+                            tx.enqueue(
+                                self.topic(f"device/{p.device}"), self._builder(p), retain=True
+                            )
+                            queued = True
+                    case DealRecorded():
+                        tx.record_event(
+                            "deal_seen",
+                            {"shuffle_id": effect.shuffle_id, "fingerprint": effect.fingerprint},
+                            effect.round_id,
+                        )
+                    case FaultCleared(record=record):
+                        tx.record_event("journal_fault", record)
             r = self.table.round
             round_id = r.round_id if r is not None else None
             if isinstance(event, PositionDrawn | EnterDice):
@@ -298,6 +476,10 @@ class Daemon:
                 tx.record_event("tick", {"now": iso(event.now, "microseconds")}, round_id)
             elif isinstance(event, DeviceEventBase):
                 tx.record_event(event.kind, event, round_id)
+            elif isinstance(event, NoiseSummary | DiskSpace):
+                tx.record_event(event.kind, event.record(), open_before)
+            elif isinstance(event, JournalRecovered):
+                pass  # journaled as its FaultCleared record
             else:
                 tx.record_event(f"command.{event.kind}", event, round_id)
         if queued:
@@ -321,6 +503,8 @@ class Daemon:
             rules=table_settings(self.config).describe_rules(),
             paytables=table_settings(self.config).describe_paytables(),
         )
+        if not self.publishing:
+            return []
         return [OutboxMessage(self.topic(payload.topic), self._builder(payload))]
 
     def _log(self, effect: Effect) -> None:

@@ -32,7 +32,57 @@ class Tick:
     now: datetime
 
 
-TableEvent = DeviceEvent | Command | Tick
+@dataclass(frozen=True, slots=True)
+class NoiseSummary:
+    """What a device's limiter held back over an interval (controller/table/limits.py): frame
+    errors and faults beyond the first of the interval, and events beyond the device's rate."""
+
+    device: str
+    since: datetime
+    until: datetime
+    frame_errors: int = 0
+    faults: int = 0
+    dropped: int = 0
+    dropped_kinds: tuple[tuple[str, int], ...] = ()
+
+    kind = "noise_summary"
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "since": self.since.isoformat(),
+            "until": self.until.isoformat(),
+            "frame_errors": self.frame_errors,
+            "faults": self.faults,
+            "dropped": self.dropped,
+            "dropped_kinds": dict(self.dropped_kinds),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DiskSpace:
+    """The journal's filesystem crossed the configured free-space threshold (either way)."""
+
+    free_mb: int
+    threshold_mb: int
+    low: bool
+
+    kind = "disk_space"
+
+    def record(self) -> dict[str, Any]:
+        return {"free_mb": self.free_mb, "threshold_mb": self.threshold_mb, "low": self.low}
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRecovered:
+    """The daemon's probe: journal writes may work again; end the fault (tilt) if they do."""
+
+    now: datetime
+
+    kind = "journal_fault"
+
+
+TableEvent = DeviceEvent | Command | Tick | NoiseSummary | DiskSpace | JournalRecovered
 
 
 # --- effects --------------------------------------------------------------------------------
@@ -98,6 +148,23 @@ class CommandReply:
     data: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class DealRecorded:
+    """A complete deal's identity, kept so the same shuffle or the same cards are refused if
+    they come again (docs/faults.md, replayed deals)."""
+
+    round_id: str
+    shuffle_id: str
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class FaultCleared:
+    """The journal accepts writes again: the record of the fault (start, end, what was lost)."""
+
+    record: dict[str, Any]
+
+
 Effect = (
     RoundOpened
     | RoundClosed
@@ -107,4 +174,6 @@ Effect = (
     | StatusChanged
     | RoundProgress
     | CommandReply
+    | DealRecorded
+    | FaultCleared
 )

@@ -13,12 +13,16 @@ deal. A new deal closes a round still dealing (reason ``new_deal``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import copy
+import hashlib
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Literal
 
+from controller.clock import iso
 from controller.game.cards import CardError, card_texts
 from controller.game.deal import (
     assign_packets,
@@ -46,6 +50,7 @@ from controller.messages import (
     EnterDice,
     EnvyAwardOut,
     EnvyOut,
+    FaultOut,
     OpenTable,
     PlayerPayload,
     PlayerSetting,
@@ -67,8 +72,13 @@ from controller.table.effects import (
     PACKETS,
     AlarmRaised,
     CommandReply,
+    DealRecorded,
     DeviceChanged,
+    DiskSpace,
     Effect,
+    FaultCleared,
+    JournalRecovered,
+    NoiseSummary,
     PlayerSettled,
     RoundClosed,
     RoundOpened,
@@ -179,6 +189,39 @@ class _Round:
         return self.phase in (Phase.VOID, Phase.VOIDED_AFTER_SETTLEMENT)
 
 
+#: Complete deals remembered to refuse a replay (the same shuffle id or the same cards).
+RECENT_DEALS = 100_000
+
+
+def deal_fingerprint(packets: Iterable[tuple[str, ...]], stub: tuple[str, ...] | None) -> str:
+    """The identity of a deal's exact cards in dealing order (and the stub), as 32 hex digits."""
+    text = "|".join(",".join(p) for p in packets) + "/" + ",".join(stub or ())
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+@dataclass
+class _Fault:
+    """The table's fault state (tilt): the journal refused a write. What arrives meanwhile is
+    not applied (the table must never run ahead of its journal); it is tallied here so the
+    recovery can say what was lost and void the rounds seen on the line."""
+
+    detail: str
+    since: datetime
+    dealing: bool
+    events_lost: int = 0
+    by_kind: Counter[str] = field(default_factory=Counter)
+    deals: list[str] = field(default_factory=list)  # the shuffle ids ("" unknown) of new deals
+    devices: dict[str, bool] = field(default_factory=dict)
+
+    def out(self) -> FaultOut:
+        return FaultOut(
+            code="journal_write_failed",
+            detail=self.detail,
+            since=self.since,
+            events_lost=self.events_lost,
+        )
+
+
 class Table:
     """One table's rounds. ``handle`` is the only entry point; it never raises on bad input."""
 
@@ -191,7 +234,10 @@ class Table:
         next_round_seq: int = 1,
         software_version: str = "",
         config_digest: str = "",
+        recent_deals: Iterable[tuple[str, str, str]] = (),
     ) -> None:
+        """``recent_deals``: (round id, shuffle id, fingerprint) of earlier complete deals, oldest
+        first (the journal's ``deal_seen`` events), so a replay is refused across restarts."""
         self.settings = settings
         self._new_round_id = new_round_id
         self._clock = clock
@@ -205,6 +251,140 @@ class Table:
         labels = set(settings.seats.values())
         self.occupied: dict[str, bool | None] = dict.fromkeys(sorted(labels))
         self.wagers: dict[str, Wagers] = {}
+        self.fault: _Fault | None = None
+        self._deals: OrderedDict[str, str] = OrderedDict()  # fingerprint → round id
+        self._shuffles: OrderedDict[str, str] = OrderedDict()  # shuffle id → round id
+        for round_id, shuffle_id, fingerprint in recent_deals:
+            self._remember_deal(round_id, shuffle_id, fingerprint)
+
+    # --- state the daemon may roll back --------------------------------------------------
+
+    _STATE = (
+        "round",
+        "pending_draw",
+        "table_open",
+        "devices",
+        "occupied",
+        "wagers",
+        "fault",
+        "_next_seq",
+    )
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything ``handle`` may change except the deal memory (which only grows, and is
+        rolled back by :meth:`restore`'s ``forget``): restore it if the journal refuses the
+        event's writes, so the table never runs ahead of its journal."""
+        return {name: copy.deepcopy(getattr(self, name)) for name in self._STATE} | {
+            "_deal_count": (len(self._deals), len(self._shuffles))
+        }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        deals, shuffles = snapshot["_deal_count"]
+        while len(self._deals) > deals:
+            self._deals.popitem()
+        while len(self._shuffles) > shuffles:
+            self._shuffles.popitem()
+        for name in self._STATE:
+            setattr(self, name, snapshot[name])
+
+    # --- the fault state (tilt) -------------------------------------------------------------
+
+    def enter_fault(self, detail: str, now: datetime) -> list[Effect]:
+        """The journal refused a write: stop applying events until :class:`JournalRecovered`.
+        The effects are for every path that does not need the disk (page, MQTT status, pole,
+        log); they cannot be journaled."""
+        if self.fault is not None:
+            self.fault.detail = detail
+            return []
+        dealing = self.round is not None and not self.round.closed
+        self.fault = _Fault(detail, now, dealing)
+        return [
+            self._alarm(
+                "table_fault",
+                "critical",
+                f"the journal cannot be written ({detail}): no result is settled until it can; "
+                "do not settle by the display",
+            ),
+            StatusChanged(self.status()),
+        ]
+
+    def lost(self, event: TableEvent) -> None:
+        """Tally an event that arrived during the fault and was not applied."""
+        f = self.fault
+        if f is None:
+            return
+        f.events_lost += 1
+        f.by_kind[getattr(event, "kind", type(event).__name__)] += 1
+        match event:
+            case DealStarted():
+                f.deals.append(event.shuffle_id)
+                f.dealing = True
+            case PacketDealt() | CardDealt() if not f.dealing:
+                f.deals.append("")
+                f.dealing = True
+            case StubVerified() | DealEnded():
+                f.dealing = False
+            case DeviceOnline():
+                f.devices[event.device] = True
+            case DeviceOffline():
+                f.devices[event.device] = False
+            case _:
+                pass
+
+    def _recover(self, now: datetime) -> list[Effect]:
+        f = self.fault
+        if f is None:
+            return []
+        since = iso(f.since)
+        problem = Problem(
+            code="journal_fault",
+            detail=f"the journal could not be written from {since}: this deal's cards were not "
+            "all journaled, so the round is void",
+        )
+        effects: list[Effect] = []
+        voided: list[str] = []
+        r = self.round
+        if r is not None and not r.closed:
+            voided.append(r.round_id)
+            effects += self._close_dead(r, [problem], "void")
+        for shuffle_id in f.deals:
+            effects += self._open_round("", shuffle_id)
+            assert self.round is not None
+            voided.append(self.round.round_id)
+            effects += self._close_dead(self.round, [problem], "void")
+        for device, online in sorted(f.devices.items()):
+            if self.devices.get(device) != online:
+                effects += self._device(
+                    DeviceOnline(device=device, detail="while the journal was failing")
+                    if online
+                    else DeviceOffline(device=device, reason="while the journal was failing")
+                )
+        seconds = max(0, int((now - f.since).total_seconds()))
+        record = {
+            "since": f.since.isoformat(),
+            "until": now.isoformat(),
+            "detail": f.detail,
+            "events_lost": f.events_lost,
+            "by_kind": dict(sorted(f.by_kind.items())),
+            "rounds_voided": voided,
+        }
+        self.fault = None
+        effects += [
+            self._alarm(
+                "journal_fault",
+                "warning",
+                f"the journal could not be written for {seconds} s from {since} ({f.detail}); "
+                f"{f.events_lost} device events were not applied; "
+                + (
+                    f"{len(voided)} round(s) voided (journal_fault): {', '.join(voided)}"
+                    if voided
+                    else "no round was lost"
+                ),
+            ),
+            FaultCleared(record),
+            StatusChanged(self.status()),
+        ]
+        return effects
 
     # --- the entry point ----------------------------------------------------------------
 
@@ -245,12 +425,19 @@ class Table:
                 ]
             case Tick():
                 return self._tick(event.now)
+            case NoiseSummary():
+                return self._noise(event)
+            case DiskSpace():
+                return [self._disk_space(event)]
+            case JournalRecovered():
+                return self._recover(event.now)
             case _:
                 return self._command(event)
 
     def status(self) -> StatusPayload:
         return StatusPayload(
-            state="online",
+            state="fault" if self.fault is not None else "online",
+            fault=self.fault.out() if self.fault is not None else None,
             table_open=self.table_open,
             devices=dict(self.devices),
             round_id=self.round.round_id if self.round and not self.round.closed else None,
@@ -400,9 +587,40 @@ class Table:
             return effects + self._close_dead(
                 r, [problem_of(p) for p in check.reasons], check.status
             )
+        stub = r.stub_cards()
+        fingerprint = deal_fingerprint(packets, stub)
+        repeated = self._repeat_of(r.shuffle_id, fingerprint)
+        if repeated:
+            return [
+                self._alarm("deck_integrity", "critical", repeated, r.source, r.round_id),
+                *self._close_dead(r, [Problem(code="replayed_deal", detail=repeated)], "dead"),
+            ]
         if r.draw is None:
             return [self._progress(r)]
-        return self._settle(r, packets)
+        self._remember_deal(r.round_id, r.shuffle_id, fingerprint)
+        return [DealRecorded(r.round_id, r.shuffle_id, fingerprint), *self._settle(r, packets)]
+
+    def _repeat_of(self, shuffle_id: str, fingerprint: str) -> str:
+        """Why a deal repeats an earlier one ("" if it does not)."""
+        earlier = self._deals.get(fingerprint)
+        if earlier is not None:
+            return (
+                f"replayed deal: the same cards in the same order as round {earlier}; "
+                "no real shuffle repeats a deck"
+            )
+        earlier = self._shuffles.get(shuffle_id) if shuffle_id else None
+        if earlier is not None:
+            return f"replayed deal: shuffle id {shuffle_id} was already dealt in round {earlier}"
+        return ""
+
+    def _remember_deal(self, round_id: str, shuffle_id: str, fingerprint: str) -> None:
+        self._deals[fingerprint] = round_id
+        if len(self._deals) > RECENT_DEALS:
+            self._deals.popitem(last=False)
+        if shuffle_id:
+            self._shuffles[shuffle_id] = round_id
+            if len(self._shuffles) > RECENT_DEALS:
+                self._shuffles.popitem(last=False)
 
     def _settle(self, r: _Round, packets: list[tuple[str, ...]]) -> list[Effect]:
         assert r.draw is not None
@@ -568,6 +786,46 @@ class Table:
                 )
             )
         return effects
+
+    def _noise(self, event: NoiseSummary) -> list[Effect]:
+        seconds = max(1, round((event.until - event.since).total_seconds()))
+        parts = []
+        if event.frame_errors:
+            parts.append(f"{event.frame_errors} more frame errors")
+        if event.faults:
+            parts.append(f"{event.faults} more device faults")
+        if event.dropped:
+            kinds = ", ".join(f"{n} {k}" for k, n in event.dropped_kinds)
+            parts.append(
+                f"{event.dropped} events beyond the device's rate were not applied ({kinds})"
+            )
+        if not parts:
+            return []
+        code = "device_flood" if event.dropped else "frame_error"
+        return [
+            self._alarm(
+                code,
+                "critical" if event.dropped else "warning",
+                f"{event.device}: {'; '.join(parts)} in the last {seconds} s "
+                "(one alarm per interval; check the cable and the device)",
+                event.device,
+            )
+        ]
+
+    def _disk_space(self, event: DiskSpace) -> AlarmRaised:
+        if event.low:
+            return self._alarm(
+                "disk_space_low",
+                "critical",
+                f"the journal's disk has {event.free_mb} MB free, below {event.threshold_mb} MB: "
+                "free space or the table will stop settling when it is full",
+            )
+        return self._alarm(
+            "disk_space_ok",
+            "info",
+            f"the journal's disk has {event.free_mb} MB free again (threshold "
+            f"{event.threshold_mb} MB)",
+        )
 
     def _alarm(
         self,

@@ -19,6 +19,7 @@ from controller.journal import Journal
 from controller.messages import VoidRound
 from controller.table import AlarmRaised
 from simulators.demo import DEMO_CONFIG
+from simulators.mosquitto import free_port
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator
@@ -83,7 +84,12 @@ def _config(tmp: Path) -> Path:
         table="PG-P1", shuffler=tmp / "shuffler", rng=tmp / "rng", journal=tmp / "journal.sqlite3"
     )
     path = tmp / "table.toml"
-    path.write_text(text + "\n[display]\nport = 0  # any free port: tests may run beside a demo\n")
+    # A broker nobody answers on: the table's messages wait in its outbox.
+    path.write_text(
+        text
+        + "\n[display]\nport = 0  # any free port: tests may run beside a demo\n"
+        + f"\n[mqtt]\nenabled = true\nhost = \"127.0.0.1\"\nport = {free_port()}\n"
+    )
     return path
 
 
@@ -141,7 +147,7 @@ async def test_kill_9_mid_round_voids_it_on_restart_and_loses_nothing(tmp_path: 
             after = view.stats()
             assert after.by_status == {"settled": 2, "void": 1}
             assert after.events >= before.events  # every committed event is still there
-            # The void is announced: its message waits in the outbox (no broker configured).
+            # The void is announced: its message waits in the outbox (the broker is down).
             topics = [row.topic for row in view.pending(100)]
             assert topics.count("casino/demo/paigow/PG-P1/dead") == 1
             assert topics.count("casino/demo/paigow/PG-P1/round") == 2
