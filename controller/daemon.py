@@ -299,7 +299,7 @@ class Daemon:
             log.critical(
                 "journal_write_failed",
                 error=detail,
-                event=getattr(event, "kind", type(event).__name__),
+                during=getattr(event, "kind", type(event).__name__),
                 hint="the table shows TABLE FAULT and settles nothing until the journal works",
             )
             self._fault_announced = (self.clock(), 0)

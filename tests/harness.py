@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,3 +96,36 @@ async def running_table(
             finally:
                 stop.set()
                 await asyncio.wait_for(task, timeout=15)
+
+
+# --- a full disk: SQLite's own SQLITE_FULL ---------------------------------------------------
+
+NO_LIMIT = 1_073_741_823  # SQLite's largest max_page_count
+
+
+def limit_pages(journal: Journal, pages: int | None) -> None:
+    """Make the journal's file "full" at its current size (None: lift the limit again). The
+    daemon's own connection: the limit is per connection (the daemon's test seam is the file)."""
+    conn = journal._connection
+    if pages is None:
+        conn.execute(f"PRAGMA max_page_count = {NO_LIMIT}")
+    else:
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+
+
+def page_count(journal: Journal) -> int:
+    return int(journal._connection.execute("PRAGMA page_count").fetchone()[0])
+
+
+async def deal_until_fault(t: RunningTable, deals: list[str], most: int = 12) -> None:
+    """Deal until the table is in its fault state; the shuffle ids dealt go to ``deals``."""
+    for _ in range(most):
+        await t.rng.press()
+        plan = await t.shuffler.deal()
+        deals.append(plan.shuffle_id)
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            if t.daemon.table.fault is not None:
+                return
+            await asyncio.sleep(0.05)
+    raise AssertionError("the journal never filled up")

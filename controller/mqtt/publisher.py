@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
@@ -312,8 +313,14 @@ class MqttService:
         async with client:
             _raise_if_stopping(daemon)
             self.connects += 1
-            # Everything still pending now is late, perhaps sent before: flag it replayed.
-            backlog = await asyncio.to_thread(daemon.journal.mark_replay)
+            # Everything still pending now is late, perhaps sent before: flag it replayed. A
+            # journal that refuses the write (a full disk: the table is in fault) must not keep
+            # the retained status, which says so, from going out.
+            try:
+                backlog = await asyncio.to_thread(daemon.journal.mark_replay)
+            except sqlite3.Error as exc:
+                backlog = -1
+                log.error("mqtt_backlog_not_flagged", error=str(exc))
             # Subscribed before "online" goes out, so whoever sees it may send commands at once.
             granted = await client.subscribe(daemon.topic("cmd/+"), qos=1)
             _raise_if_stopping(daemon)

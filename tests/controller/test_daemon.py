@@ -88,7 +88,7 @@ def _config(tmp: Path) -> Path:
     path.write_text(
         text
         + "\n[display]\nport = 0  # any free port: tests may run beside a demo\n"
-        + f"\n[mqtt]\nenabled = true\nhost = \"127.0.0.1\"\nport = {free_port()}\n"
+        + f'\n[mqtt]\nenabled = true\nhost = "127.0.0.1"\nport = {free_port()}\n'
     )
     return path
 

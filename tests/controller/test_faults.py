@@ -1,0 +1,107 @@
+"""Fail closed (docs/faults.md): a journal that refuses writes tilts the table, nothing unjournaled
+is shown or sent, and the table recovers by itself when writes work again. Real faults: SQLite's
+own "database or disk is full" (``PRAGMA max_page_count`` on the daemon's connection), real line
+noise on a pty through the real serial driver, a real Mosquitto."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+from controller.journal import Journal
+from controller.messages import StatusRequest, VoidRound
+from controller.table import AlarmRaised, FaultCleared, RoundClosed, StatusChanged
+from tests.harness import deal_until_fault, limit_pages, page_count, running_table
+
+
+async def _until(condition, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+def _journaled(journal_path: Path) -> dict[str, tuple[str, str | None, str | None]]:
+    """round id → (status, reason, shuffle id) as a separate reader sees the file."""
+    with sqlite3.connect(journal_path) as conn:
+        rows = conn.execute("SELECT round_id, status, reason, result FROM rounds").fetchall()
+    return {r[0]: (r[1], r[2], json.loads(r[3]).get("shuffle_id") if r[3] else None) for r in rows}
+
+
+async def test_a_full_journal_tilts_the_table_and_it_recovers_without_a_restart(
+    tmp_path: Path,
+) -> None:
+    journal_path = tmp_path / "journal.sqlite3"
+    async with running_table(tmp_path, seed=41) as t:
+        first = await t.deal(rng_number=3)
+        assert first.status == "settled"
+        shown: list[RoundClosed] = []
+        statuses: list[str] = []
+
+        def listen(effect: object) -> None:
+            if isinstance(effect, RoundClosed):
+                shown.append(effect)
+            elif isinstance(effect, StatusChanged):
+                statuses.append(effect.payload.state)
+
+        t.daemon.subscribe(listen)
+        deals: list[str] = []
+        limit_pages(t.journal, page_count(t.journal))
+        await deal_until_fault(t, deals)
+        # Two more deals on the line while the disk is full: not applied, tallied.
+        for _ in range(2):
+            await t.rng.press()
+            deals.append((await t.shuffler.deal()).shuffle_id)
+        await _until(lambda: t.daemon.table.fault is not None and t.daemon.table.fault.deals)
+
+        status = t.daemon.table.status()
+        assert status.state == "fault" and status.fault is not None
+        assert "full" in status.fault.detail and status.fault.events_lost > 0
+        assert "fault" in statuses
+        assert not t.daemon.healthy  # the watchdog is withheld
+        assert any(
+            isinstance(e, AlarmRaised) and e.payload.code == "table_fault" for e in t.effects
+        )
+        # Commands change nothing and say why; a status request is still answered.
+        refused = await t.daemon.submit(VoidRound(reason="test"))
+        assert not refused.ok and "table fault" in (refused.error or "")
+        answered = await t.daemon.submit(StatusRequest())
+        assert answered.ok and answered.data is not None and answered.data["state"] == "fault"
+        # Nothing heard by a listener while full was unjournaled: every round shown is on file.
+        on_file = _journaled(journal_path)
+        for effect in shown:
+            p = effect.payload
+            assert on_file[p.round_id][0] == p.status
+
+        limit_pages(t.journal, None)  # space is back
+        await _until(lambda: t.daemon.table.fault is None)
+        assert t.daemon.healthy and statuses[-1] == "online"
+        cleared = [e for e in t.effects if isinstance(e, FaultCleared)]
+        assert len(cleared) == 1 and cleared[0].record["events_lost"] > 0
+        # The table deals on.
+        after = await t.deal(rng_number=5)
+        while after.status != "settled":  # the voids of the recovery come first
+            after = await t.next_closed()
+        assert after.status == "settled"
+
+    on_file = _journaled(journal_path)
+    voided = {rid: v for rid, v in on_file.items() if v[1] == "journal_fault"}
+    assert voided and all(v[0] == "void" for v in voided.values())
+    # Every deal made is on file: settled (before the disk filled), or void with a reason.
+    dealt_ids = {v[2] for v in on_file.values() if v[2]}
+    assert set(deals) <= dealt_ids
+    # Exactly the deals the table never applied became journal_fault rounds, with their ids.
+    assert set(deals[-2:]) <= {v[2] for v in voided.values()}
+    for status_, reason, _ in on_file.values():
+        assert status_ != "open"
+        assert status_ == "settled" or reason
+    with sqlite3.connect(journal_path) as conn:
+        [(record,)] = conn.execute("SELECT payload FROM events WHERE kind = 'journal_fault'")
+    record = json.loads(record)
+    assert record["since"] < record["until"] and "full" in record["detail"]
+    assert set(record["rounds_voided"]) == set(voided)
+    with Journal.open(journal_path, "PG-T1") as j:
+        assert j.integrity_check() == ["ok"]
