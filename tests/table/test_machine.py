@@ -77,8 +77,11 @@ def shuffled(seed: int) -> list[str]:
     return deck
 
 
-def packet_events(deck: list[str], device: str = "shuffler") -> list:  # type: ignore[type-arg]
-    events: list = [DealStarted(device=device, shuffle_id="S1")]  # type: ignore[type-arg]
+def packet_events(deck: list[str], device: str = "shuffler", shuffle_id: str | None = None) -> list:  # type: ignore[type-arg]
+    """A whole deal of ``deck``; its shuffle id is new for every different deck (a real
+    shuffler's is unique: a repeated one is refused as a replay)."""
+    sid = shuffle_id if shuffle_id is not None else "S-" + "".join(deck[:3])
+    events: list = [DealStarted(device=device, shuffle_id=sid)]  # type: ignore[type-arg]
     events += [
         PacketDealt(device=device, index=i, cards=tuple(deck[7 * i : 7 * i + 7])) for i in range(7)
     ]
