@@ -11,6 +11,9 @@ import sqlite3
 import time
 from pathlib import Path
 
+import aiohttp
+
+from controller.display import DisplayService
 from controller.journal import Journal
 from controller.messages import StatusRequest, VoidRound
 from controller.table import AlarmRaised, FaultCleared, RoundClosed, StatusChanged
@@ -105,3 +108,48 @@ async def test_a_full_journal_tilts_the_table_and_it_recovers_without_a_restart(
     assert set(record["rounds_voided"]) == set(voided)
     with Journal.open(journal_path, "PG-T1") as j:
         assert j.integrity_check() == ["ok"]
+
+
+async def test_line_noise_costs_a_bounded_journal_and_the_page_still_answers(
+    tmp_path: Path,
+) -> None:
+    """200 KB of ``\\x02\\xff`` (a frame start and garbage, over and over) on the shuffler's
+    line: one alarm per interval with the count, not one per frame, and the table deals on."""
+    journal_path = tmp_path / "journal.sqlite3"
+    display = DisplayService(port=0)
+    async with running_table(tmp_path, services=[display], seed=47) as t:
+        await asyncio.wait_for(display.started.wait(), 10)
+        assert (await t.deal(rng_number=1)).status == "settled"
+        size_before = _journal_bytes(journal_path)
+        rows_before = _rows(journal_path)
+        noise = b"\x02\xff" * 100_000
+        for i in range(0, len(noise), 4096):
+            assert await t.shuffler.port.write(noise[i : i + 4096])
+        # The driver has read it all when a frame sent after it arrives: the next deal.
+        after = await t.deal(rng_number=2)
+        assert after.status == "settled"
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{display.url}/api/state", timeout=aiohttp.ClientTimeout(2)) as response,
+        ):
+            assert response.status == 200
+        grown = _journal_bytes(journal_path) - size_before
+        rows = _rows(journal_path) - rows_before
+        frame_alarms = [
+            e for e in t.effects if isinstance(e, AlarmRaised) and e.payload.code == "frame_error"
+        ]
+    assert grown < 1_000_000, f"the journal grew {grown} bytes"
+    assert rows < 100, f"{rows} journal rows for one deal and the noise"
+    assert 1 <= len(frame_alarms) <= 2
+    held = t.daemon.limiter.holding()
+    assert held > 1_000  # counted, for the interval's summary alarm
+
+
+def _journal_bytes(journal_path: Path) -> int:
+    wal = journal_path.with_name(journal_path.name + "-wal")
+    return journal_path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+def _rows(journal_path: Path) -> int:
+    with sqlite3.connect(journal_path) as conn:
+        return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
