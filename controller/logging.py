@@ -15,7 +15,8 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Literal, Self, TextIO
 
@@ -81,6 +82,47 @@ def choose_format(
     return "console" if callable(isatty) and isatty() else "json"
 
 
+class RateLimit(logging.Filter):
+    """At most ``burst`` lines of one event (logger and event name) per ``window`` seconds; the
+    rest are dropped and counted, and the event's next line after the window says how many
+    (``suppressed``, ``suppressed_in_s``). So a flood (line noise, a connection storm, a broker
+    refusing every message) costs the journal a few lines a minute, not megabytes."""
+
+    MAX_KEYS = 2048
+
+    def __init__(
+        self, burst: int = 20, window: float = 10.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__()
+        self.burst = burst
+        self.window = window
+        self.clock = clock
+        self._windows: dict[tuple[str, str], list[float]] = {}  # key → [start, count, dropped]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.msg
+        event = str(msg.get("event", "")) if isinstance(msg, dict) else str(msg)
+        key = (record.name, event[:200])
+        now = self.clock()
+        w = self._windows.get(key)
+        if w is None or now - w[0] >= self.window:
+            dropped = int(w[2]) if w is not None else 0
+            if w is None and len(self._windows) >= self.MAX_KEYS:
+                self._windows.clear()  # a runaway of distinct messages: start counting afresh
+            w = self._windows[key] = [now, 0, 0]
+            if dropped:
+                if isinstance(msg, dict):
+                    msg["suppressed"] = dropped
+                    msg["suppressed_in_s"] = self.window
+                else:
+                    record.msg = f"{msg} (and {dropped} more like it in {self.window:g} s)"
+        if w[1] >= self.burst:
+            w[2] += 1
+            return False
+        w[1] += 1
+        return True
+
+
 def shared_processors() -> list[Processor]:
     """What every record goes through, from structlog or from the standard library."""
     return [
@@ -118,6 +160,7 @@ def configure_logging(
     )
     handler = logging.StreamHandler(out)
     handler.setFormatter(formatter)
+    handler.addFilter(RateLimit())
     setattr(handler, _HANDLER_MARK, True)
 
     root = logging.getLogger()

@@ -16,6 +16,7 @@ import pytest
 import structlog
 
 from controller.logging import (
+    RateLimit,
     bind_round,
     bind_table,
     choose_format,
@@ -185,3 +186,28 @@ def test_console_output_is_readable() -> None:
     text = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
     assert "packet_dealt" in text and "index=2" in text and "round_id=PG-07-R3" in text
     assert "token" not in text
+
+
+def test_a_flood_of_one_event_is_rate_limited_and_counted(stream: io.StringIO) -> None:
+    log = get_logger("flood")
+    for i in range(51_200):
+        log.warning("frame_error", n=i)
+    logging.getLogger("aiohttp.server").error("Error handling request")
+    got = lines(stream)
+    assert len(got) == 21  # twenty of the flood, and the other event untouched
+    assert [g["n"] for g in got[:20]] == list(range(20))
+
+
+def test_the_next_line_after_the_window_says_how_many_were_dropped() -> None:
+    now = [0.0]
+    limit = RateLimit(burst=2, window=10.0, clock=lambda: now[0])
+    record = logging.LogRecord("x", logging.WARNING, __file__, 1, "noise", None, None)
+    passed = [limit.filter(record) for _ in range(5)]
+    assert passed == [True, True, False, False, False]
+    now[0] = 10.5
+    structured = logging.LogRecord(
+        "x", logging.WARNING, __file__, 1, {"event": "noise"}, None, None
+    )
+    assert limit.filter(record)
+    assert "3 more like it" in str(record.msg)
+    assert limit.filter(structured)  # another key (same name, the event from the dict)
