@@ -7,7 +7,9 @@ a table without MQTT or a monitor does not load aiomqtt or aiohttp.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -18,13 +20,53 @@ from controller.config import EXIT_CONFIG_ERROR, Config, ConfigError
 from controller.config.check import load_checked
 from controller.daemon import Daemon
 from controller.devices import build_devices
-from controller.journal import Journal
+from controller.journal import Journal, JournalError
 from controller.logging import bind_table, configure_logging
 from controller.ports import Service
 from controller.services import PoleService
 from drivers.base import Device, DisplaySink
 
 log = structlog.get_logger(__name__)
+
+#: ``run`` exit statuses the unit does not restart on (RestartPreventExitStatus=): a restart
+#: cannot mend them, a person must (docs/faults.md).
+EXIT_JOURNAL_DAMAGED = 65  # EX_DATAERR: not a journal, a corrupt page, a newer schema
+EXIT_JOURNAL_UNWRITABLE = 73  # EX_CANTCREAT: a full disk, an I/O error, no permission
+
+_DAMAGED_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT", "SQLITE_SCHEMA"}
+
+
+def journal_failure(exc: BaseException) -> int | None:
+    """The exit status for a journal that cannot be used at start, or None if ``exc`` is not
+    such a failure. Damage (corrupt, not a database, a newer schema) is 65; anything that stops
+    writing (full, I/O error, read-only, cannot open) is 73."""
+    if isinstance(exc, JournalError):
+        return EXIT_JOURNAL_DAMAGED
+    if isinstance(exc, sqlite3.Error):
+        name = str(getattr(exc, "sqlite_errorname", "") or "")  # e.g. SQLITE_CORRUPT_INDEX
+        if "_".join(name.split("_")[:2]) in _DAMAGED_CODES:
+            return EXIT_JOURNAL_DAMAGED
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+            exc, sqlite3.OperationalError
+        ):
+            return EXIT_JOURNAL_DAMAGED
+        return EXIT_JOURNAL_UNWRITABLE
+    return None
+
+
+def _journal_refusal(path: str, exc: BaseException, status: int) -> str:
+    what = "is damaged" if status == EXIT_JOURNAL_DAMAGED else "cannot be written"
+    hint = (
+        f"check it with: paigow-table journal check --journal {path}"
+        if status == EXIT_JOURNAL_DAMAGED
+        else "free space on its disk or fix its permissions, then start again"
+    )
+    cause = exc.__cause__
+    if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
+        detail = "no space left on the device"
+    else:
+        detail = str(exc) or type(exc).__name__
+    return f"journal {path} {what}: {detail}; the table will not start ({hint})"
 
 
 def default_services(config: Config, sinks: Sequence[DisplaySink]) -> list[Service]:
@@ -76,16 +118,31 @@ async def run_from_config(
     for warning in warnings:
         log.warning("config_warning", file=warning.file, key=warning.key, detail=warning.message)
     devices, sinks = build_devices(config, path)
-    journal = Journal.open(
-        config.journal.path, config.table.id, synchronous=config.journal.synchronous
-    )
+    journal_path = str(config.journal.path)
+    journal: Journal | None = None
     try:
+        try:
+            journal = Journal.open(
+                config.journal.path, config.table.id, synchronous=config.journal.synchronous
+            )
+        except OSError as exc:  # its directory cannot be made
+            raise sqlite3.OperationalError(str(exc)) from exc
         services = [
             *default_services(config, sinks),
             *(extra_services(config) if extra_services else ()),
         ]
         daemon = build_daemon(config, journal, devices, services, config_digest=config_digest(path))
         await daemon.run(handle_signals=True)
+    except (sqlite3.Error, JournalError) as exc:
+        # Opening the journal, reading its state, voiding the rounds a crash left open: the
+        # daemon's own writes during the run never raise (they tilt the table instead).
+        status = journal_failure(exc)
+        if status is None:
+            raise
+        # One plain line (systemd's journal shows it as the reason the unit stopped).
+        print(_journal_refusal(journal_path, exc, status), file=sys.stderr, flush=True)
+        return status
     finally:
-        journal.close()
+        if journal is not None:
+            journal.close()
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import signal
 import socket
 import sqlite3
@@ -312,3 +313,56 @@ async def test_every_line_of_run_follows_the_logging_section(tmp_path: Path) -> 
     lines = err.read_text().splitlines()
     events = [json.loads(line)["event"] for line in lines if line.strip()]
     assert "device_online" in events and "device_offline" in events
+
+
+def _plain_lines(stderr: str) -> list[str]:
+    """What ``run`` printed besides its JSON log lines (config warnings: no devices here)."""
+    return [line for line in stderr.splitlines() if not line.startswith("{")]
+
+
+def _run_once(config: Path, preexec=None) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=preexec,
+        check=False,
+    )
+
+
+def test_a_garbage_journal_stops_run_with_one_line_and_status_65(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    (tmp_path / "journal.sqlite3").write_bytes(os.urandom(64 * 1024))
+    done = _run_once(config)
+    assert done.returncode == 65
+    lines = _plain_lines(done.stderr)
+    assert len(lines) == 1, done.stderr
+    assert "is damaged" in lines[0] and "journal check" in lines[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_a_journal_of_a_newer_schema_is_refused_with_status_65(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    with _journal_view(tmp_path) as journal:
+        journal.close()
+    with sqlite3.connect(tmp_path / "journal.sqlite3") as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    done = _run_once(config)
+    assert done.returncode == 65 and "schema 99" in done.stderr
+    assert len(_plain_lines(done.stderr)) == 1
+
+
+def test_a_journal_that_cannot_be_written_stops_run_with_status_73(tmp_path: Path) -> None:
+    """The file-size limit makes every write past the first pages fail, as a full disk does
+    (SQLite reports an I/O error or SQLITE_FULL): one line, status 73, no traceback."""
+    config = _config(tmp_path)
+
+    def small_disk() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails, not kills
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    done = _run_once(config, small_disk)
+    assert done.returncode == 73, done.stderr
+    lines = _plain_lines(done.stderr)
+    assert len(lines) == 1 and "cannot be written" in lines[0], done.stderr
