@@ -7,7 +7,7 @@ import asyncio
 import structlog
 
 from controller.ports import EffectSource
-from controller.table import Effect, RoundClosed
+from controller.table import Effect, RoundClosed, StatusChanged
 from drivers.base import DisplaySink
 from drivers.codecs.pole import PoleResult, format_pole
 
@@ -16,6 +16,11 @@ log = structlog.get_logger(__name__)
 
 def pole_screen(effect: Effect) -> PoleResult | None:
     """What the 2×20 pole display shows for an effect (None: leave the screen as it is)."""
+    if isinstance(effect, StatusChanged):
+        # The fault needs no disk to be shown: it stays until the next result after recovery.
+        if effect.payload.state == "fault":
+            return PoleResult.message("TABLE FAULT", "DO NOT SETTLE")
+        return None
     if not isinstance(effect, RoundClosed):
         return None
     p = effect.payload
@@ -39,9 +44,15 @@ class PoleService:
         self.name = f"pole[{sink.name}]"
         self._latest: tuple[str, str] | None = None
         self._changed = asyncio.Event()
+        self._fault = False
 
     def _on_effect(self, effect: Effect) -> None:
         screen = pole_screen(effect)
+        if isinstance(effect, StatusChanged):
+            fault = effect.payload.state == "fault"
+            if self._fault and not fault:
+                screen = PoleResult.message("TABLE READY", "JOURNAL OK AGAIN")
+            self._fault = fault
         if screen is not None:
             self._latest = format_pole(screen)
             self._changed.set()

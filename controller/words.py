@@ -63,6 +63,8 @@ PROBLEMS: Final[dict[str, str]] = {
     "silence": "the device went silent mid-deal",
     "dice_misread": "the dice were misread",
     "dice_hardware": "dice reader fault",
+    "journal_fault": "the journal could not be written",
+    "replayed_deal": "a deal seen before (replayed)",
 }
 
 #: Alarms (the table's alarm codes).
@@ -76,6 +78,11 @@ ALARMS: Final[dict[str, str]] = {
     "deck_integrity": "deck integrity",
     "device_offline": "device offline",
     "round_voided": "round voided",
+    "table_fault": "TABLE FAULT: the journal cannot be written",
+    "journal_fault": "the journal could not be written",
+    "device_flood": "a device sent too much",
+    "disk_space_low": "the journal's disk is nearly full",
+    "disk_space_ok": "the journal's disk has space again",
 }
 
 #: How the first position was drawn (docs/rules.md §6).
