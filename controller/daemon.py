@@ -67,8 +67,6 @@ log = structlog.get_logger(__name__)
 
 Listener = Callable[[Effect], None]
 SEATS_KEY = "occupied_seats"
-#: How often the journal's free space is looked at (seconds of ticks).
-DISK_CHECK_S = 5.0
 #: While in fault, how often a changed count of lost events is re-announced (status, page).
 FAULT_STATUS_S = 5.0
 
@@ -113,6 +111,8 @@ class Daemon:
     clock: Callable[[], datetime] = utc_now
     tick_interval: float = 1.0
     config_digest: str = ""
+    #: How often the journal's free space is looked at (seconds, at a tick).
+    disk_check_interval: float = 5.0
 
     def __post_init__(self) -> None:
         self.table = Table(
@@ -378,7 +378,7 @@ class Daemon:
         if self.journal.path == ":memory:":
             return
         if self._disk_checked is not None and (
-            (now - self._disk_checked).total_seconds() < DISK_CHECK_S
+            (now - self._disk_checked).total_seconds() < self.disk_check_interval
         ):
             return
         self._disk_checked = now

@@ -46,9 +46,7 @@ def journal_failure(exc: BaseException) -> int | None:
         name = str(getattr(exc, "sqlite_errorname", "") or "")  # e.g. SQLITE_CORRUPT_INDEX
         if "_".join(name.split("_")[:2]) in _DAMAGED_CODES:
             return EXIT_JOURNAL_DAMAGED
-        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
-            exc, sqlite3.OperationalError
-        ):
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
             return EXIT_JOURNAL_DAMAGED
         return EXIT_JOURNAL_UNWRITABLE
     return None

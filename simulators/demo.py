@@ -71,10 +71,13 @@ level = "WARNING"
 """
 
 
-def demo_config(workdir: Path, journal: Path, table: str = DEMO_TABLE, extra: str = "") -> Config:
+def demo_config(
+    workdir: Path, journal: Path, table: str = DEMO_TABLE, extra: str = "", journal_extra: str = ""
+) -> Config:
+    """The demo's config; ``extra`` appends sections, ``journal_extra`` adds ``[journal]`` keys."""
     text = DEMO_CONFIG.format(
         table=table, shuffler=workdir / "shuffler", rng=workdir / "rng", journal=journal
-    )
+    ).replace('synchronous = "FULL"\n', 'synchronous = "FULL"\n' + journal_extra)
     return parse_config(text + extra, file="<demo>", check_files=False)
 
 

@@ -64,10 +64,13 @@ async def running_table(
     table_id: str = "PG-T1",
     seed: int = 1,
     journal_path: Path | None = None,
+    journal_extra: str = "",
 ) -> AsyncIterator[RunningTable]:
     workdir.mkdir(parents=True, exist_ok=True)
     journal_path = journal_path or workdir / "journal.sqlite3"
-    config = demo_config(workdir, journal_path, table=table_id, extra=config_extra)
+    config = demo_config(
+        workdir, journal_path, table=table_id, extra=config_extra, journal_extra=journal_extra
+    )
     shuffler = ShufflerSimulator(PtyPort(workdir / "shuffler"), seed=seed)
     rng = RngSimulator(PtyPort(workdir / "rng"), seed=seed)
     async with shuffler, rng:

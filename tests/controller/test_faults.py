@@ -153,3 +153,25 @@ def _journal_bytes(journal_path: Path) -> int:
 def _rows(journal_path: Path) -> int:
     with sqlite3.connect(journal_path) as conn:
         return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+
+
+async def test_low_free_space_is_alarmed_long_before_the_disk_is_full(tmp_path: Path) -> None:
+    # A threshold above any disk's free space here: the alarm must come at the first look.
+    extra = "min_free_mb = 1000000\n"
+    async with running_table(tmp_path, seed=53, journal_extra=extra) as t:
+        t.daemon.disk_check_interval = 0.0
+
+        def alarms(code: str) -> list[AlarmRaised]:
+            return [e for e in t.effects if isinstance(e, AlarmRaised) and e.payload.code == code]
+
+        await _until(lambda: bool(alarms("disk_space_low")))
+        [low] = alarms("disk_space_low")
+        assert low.payload.severity == "critical" and "1000000 MB" in low.payload.detail
+        assert (await t.deal(rng_number=6)).status == "settled"  # a warning, not a stop
+        assert len(alarms("disk_space_low")) == 1  # once per crossing, not per look
+        lower = t.daemon.config.journal.model_copy(update={"min_free_mb": 1})
+        t.daemon.config = t.daemon.config.model_copy(update={"journal": lower})
+        await _until(lambda: bool(alarms("disk_space_ok")))
+    with sqlite3.connect(tmp_path / "journal.sqlite3") as conn:
+        kinds = [k for (k,) in conn.execute("SELECT kind FROM events WHERE kind = 'disk_space'")]
+    assert kinds == ["disk_space", "disk_space"]
