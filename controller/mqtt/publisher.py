@@ -37,6 +37,7 @@ from controller.journal import Journal, OutboxRow
 from controller.messages import StatusPayload, envelope
 from controller.mqtt.client import Client
 from controller.mqtt.wire import (
+    COMMAND_SIZE_LIMIT,
     NODELAY,
     CommandRefused,
     ReplyPayload,
@@ -63,6 +64,9 @@ PUBLISH_WINDOW = 20
 COMMAND_SLOTS = 16
 #: Commands queued beyond this while the handlers are busy are dropped by the client.
 COMMAND_QUEUE = 1000
+#: The largest packet an MQTT 5 broker may send us: a command at its size limit, its topic and
+#: properties (MQTT 3.1.1 has no such field: the broker's max_packet_size does it, docs/mqtt.md).
+MAX_INCOMING_PACKET = COMMAND_SIZE_LIMIT + 4096
 
 
 class PublishRefused(Exception):
@@ -285,9 +289,16 @@ class MqttService:
             qos=1,
             retain=True,
         )
+        connect_properties = None
+        if v5:
+            # The broker must not deliver us a packet bigger than a command may be (MQTT 5
+            # Maximum Packet Size): a 30 MB "command" is dropped by the broker, never read here.
+            connect_properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+            connect_properties.MaximumPacketSize = MAX_INCOMING_PACKET
         return _Client(
             config.host,
             config.port,
+            properties=connect_properties,
             username=config.username,
             password=config.read_password(),
             identifier=config.client_id,

@@ -124,3 +124,25 @@ async def test_two_shared_subscription_consumers_get_every_round_once(
     order = {round_id: n for n, round_id in enumerate(settled)}
     for name in ("first", "second"):  # each consumer sees its share in order
         assert [order[i] for i in ids[name]] == sorted(order[i] for i in ids[name])
+
+
+async def test_a_30_mb_command_never_reaches_the_table_over_mqtt_5(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    """The table tells the broker (MQTT 5 Maximum Packet Size) not to send it anything bigger
+    than a command may be, so a huge publish is dropped by the broker, not read into memory."""
+    service = MqttService()
+    extra = mqtt_section(broker, protocol="5")
+    async with (
+        Subscriber(broker.port, [f"{PREFIX}reply/#"], aiomqtt.ProtocolVersion.V5) as sub,
+        running_table(tmp_path, services=[service], config_extra=extra),
+    ):
+        await service.connected.wait()
+        assert sub.client is not None
+        await sub.client.publish(f"{PREFIX}cmd/status_request", b"x" * 30_000_000, qos=1)
+        await sub.client.publish(
+            f"{PREFIX}cmd/status_request", b'{"request_id": "after-the-big-one"}', qos=1
+        )
+        reply = await sub.until(on(f"{PREFIX}reply/status_request"))
+        assert reply.json["request_id"] == "after-the-big-one" and reply.json["ok"]
+        assert service.commands == 1 and service.refused == 0  # the big one never arrived
