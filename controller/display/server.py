@@ -22,7 +22,8 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from controller.config import ConfigError
-from controller.display.access import AccessPolicy, Decision
+from controller.display.access import AccessPolicy, Decision, is_loopback_address
+from controller.display.guard import ConnectionGuard, StreamLimiter, Tally
 from controller.display.state import CLOSE, LiveState, Update
 from controller.display.stats import side_wagers, two_jacks
 from controller.game.cards import CardError, parse_cards
@@ -98,6 +99,11 @@ class DisplayContext:
     state: LiveState
     policy: AccessPolicy
     pins: PinGuard
+    streams: StreamLimiter
+    tally: Tally
+    guard: ConnectionGuard | None = None  # set while serving
+    #: Whether a peer is on the kiosk's side of the caps (the table computer itself).
+    local_peer: Callable[[str | None], bool] = is_loopback_address
 
     @property
     def journal(self) -> Journal:
@@ -192,6 +198,9 @@ ACTIONS = frozenset(
 @web.middleware
 async def access_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every request passes the access rules; static files (no table data in them) are free."""
+    ctx = request.app.get(CONTEXT_KEY)
+    if ctx is not None and ctx.guard is not None:
+        ctx.guard.request_arrived(request.transport)  # its request head is complete: no timeout
     policy = request.app[POLICY_KEY]
     if request.path.startswith("/static/"):
         return await handler(request)
@@ -253,6 +262,11 @@ async def api_events(request: web.Request) -> web.StreamResponse:
     """Server-Sent Events: a ``snapshot`` first, then ``round``, ``player``, ``alarm``,
     ``device``, ``status`` and ``seats`` updates as they are journaled."""
     ctx = _ctx(request)
+    queue, snapshot = ctx.state.subscribe()
+    local = ctx.local_peer(request.remote)
+    if not ctx.streams.admit(queue, local, ctx.state.close_client):
+        ctx.state.unsubscribe(queue)
+        return _error(503, "too many live streams on this table: try again later")
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
@@ -260,9 +274,8 @@ async def api_events(request: web.Request) -> web.StreamResponse:
             "X-Accel-Buffering": "no",
         }
     )
-    await response.prepare(request)
-    queue, snapshot = ctx.state.subscribe()
     try:
+        await response.prepare(request)
         first = Update("snapshot", {**snapshot, "controls": ctx.controls(request)})
         await response.write(b"retry: 1000\n\n" + first.encode(0))
         event_id = 0
@@ -280,6 +293,7 @@ async def api_events(request: web.Request) -> web.StreamResponse:
     except ConnectionResetError:
         pass  # the browser went away; it reconnects and starts from a new snapshot
     finally:
+        ctx.streams.release(queue)
         ctx.state.unsubscribe(queue)
     return response
 
@@ -339,6 +353,13 @@ async def api_overview(request: web.Request) -> web.StreamResponse:
                 "last_round_at": stats.last_round_at,
             },
             "live_clients": ctx.state.clients,
+            "limits": {
+                "connections": ctx.guard.connections if ctx.guard is not None else 0,
+                "max_connections": ctx.daemon.config.display.max_connections,
+                "streams": ctx.streams.streams,
+                "max_streams": ctx.streams.max_streams,
+                **ctx.tally.counts,
+            },
         }
     )
 
@@ -530,11 +551,13 @@ class DisplayService:
         port: int | None = None,
         remote_dealer_input: bool = False,
         retry_s: float = 5.0,
+        local_peer: Callable[[str | None], bool] = is_loopback_address,
     ) -> None:
         self.host = host
         self.port = port
         self.remote_dealer_input = remote_dealer_input
         self.retry_s = retry_s
+        self.local_peer = local_peer
         self.started = asyncio.Event()
         self.context: DisplayContext | None = None
 
@@ -569,8 +592,15 @@ class DisplayService:
         if last is not None and (current is None or current.round_id == last[0].round_id):
             state.load_round(*last)
         daemon.subscribe(state.on_effect)
+        tally = Tally()
         return DisplayContext(
-            daemon, state, policy, PinGuard(_secret(cfg.read_void_pin, "void_pin_file"))
+            daemon,
+            state,
+            policy,
+            PinGuard(_secret(cfg.read_void_pin, "void_pin_file")),
+            StreamLimiter(cfg.max_streams, tally=tally),
+            tally,
+            local_peer=self.local_peer,
         )
 
     async def run(self, daemon: DisplayHost) -> None:
@@ -591,14 +621,33 @@ class DisplayService:
             await asyncio.sleep(self.retry_s)
 
     async def _serve(self, ctx: DisplayContext, host: str, port: int) -> None:
-        runner = web.AppRunner(build_app(ctx), access_log=None, shutdown_timeout=1.0)
+        cfg = ctx.daemon.config.display
+        runner = web.AppRunner(
+            build_app(ctx),
+            access_log=None,
+            shutdown_timeout=1.0,
+            keepalive_timeout=cfg.idle_timeout,
+        )
         await runner.setup()
+        assert runner.server is not None
+        # aiohttp's protocol factory behind the connection cap and the request-arrival timer.
+        ctx.guard = ConnectionGuard(
+            runner.server,
+            max_connections=cfg.max_connections,
+            request_timeout=cfg.request_timeout,
+            tally=ctx.tally,
+            is_local=ctx.local_peer,
+        )
+        server = await asyncio.get_running_loop().create_server(
+            ctx.guard, host, port, reuse_address=True, backlog=128
+        )
         try:
-            await web.TCPSite(runner, host, port).start()
-            self.port = int(runner.addresses[0][1])
+            self.port = int(server.sockets[0].getsockname()[1])
             self.started.set()
             log.info("display_listening", url=self.url, token=ctx.policy.token is not None)
             await asyncio.Event().wait()
         finally:
+            server.close()
             ctx.state.close_all()
             await runner.cleanup()
+            ctx.guard = None

@@ -115,6 +115,14 @@ class LiveState:
     def clients(self) -> int:
         return len(self._clients)
 
+    def close_client(self, queue: object) -> None:
+        """End one client's stream (the stream cap chose it); its browser may reconnect."""
+        if isinstance(queue, asyncio.Queue):
+            self._clients.discard(queue)
+            while not queue.empty():
+                queue.get_nowait()
+            queue.put_nowait(CLOSE)
+
     def close_all(self) -> None:
         """Tell every client's stream to end (the server is stopping)."""
         for queue in list(self._clients):
