@@ -226,3 +226,17 @@ export function clock(node) {
   tick();
   setInterval(tick, 5000);
 }
+
+// The table's fault state (tilt): the journal cannot be written, so nothing is settled. Shown
+// over everything until the status says online again (docs/faults.md).
+export function renderFault(node, status) {
+  const fault = status && status.state === "fault" ? status.fault || {} : null;
+  node.hidden = !fault;
+  if (!fault) return;
+  const since = fault.since ? new Date(fault.since) : null;
+  fill(node,
+    el("div", { class: "fault-title", text: "TABLE FAULT — do not settle by the display" }),
+    el("div", { class: "fault-detail", id: "fault-detail", text: `The journal cannot be written: ${fault.detail || "unknown error"}` }),
+    el("div", { class: "fault-since", text: since ? `since ${since.toLocaleTimeString()}${fault.events_lost ? ` · ${fault.events_lost} device events not applied` : ""}` : "" }),
+    el("div", { class: "fault-help", text: "Call the floor supervisor. Results resume by themselves when the journal works again." }));
+}

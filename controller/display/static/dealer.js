@@ -3,7 +3,7 @@
 // setting, void). Everything arrives over the live stream; every value is shown as text.
 
 import {
-  $, api, cap, cardFace, cardRow, clock, el, fill, lineName, live, pays, positionText,
+  $, api, cap, cardFace, cardRow, clock, el, fill, lineName, live, pays, positionText, renderFault,
 } from "./common.js";
 
 const S = {
@@ -51,6 +51,7 @@ function phaseOf() {
 }
 
 function renderHeader() {
+  renderFault($("#fault"), S.status);
   $("#table-name").textContent = S.table.name || S.table.id;
   document.title = `Dealer — ${S.table.name || S.table.id}`;
   $("#round-label").textContent = S.round ? `Round ${S.round.round_seq}` : "";

@@ -2,7 +2,8 @@
 // SVG from the JSON endpoints, and the round history with every journaled detail of a round.
 
 import {
-  $, api, cap, cardFace, cardRow, clock, dateTimeText, el, fill, lineName, live, pays, positionText, svg, timeText,
+  $, api, cap, cardFace, cardRow, clock, dateTimeText, el, fill, lineName, live, pays, positionText, renderFault, svg,
+  timeText,
 } from "./common.js";
 
 const S = { table: { seats: [] }, status: {}, devices: {}, round: null, alarms: [], query: "", offset: 0, limit: 25, selected: null };
@@ -14,6 +15,7 @@ const pct = (x, digits = 2) => (x === null || x === undefined ? "—" : `${(x * 
 // --- status tiles --------------------------------------------------------------------------------
 
 function renderHeader() {
+  renderFault($("#fault"), S.status);
   $("#table-name").textContent = `${S.table.name || S.table.id}  ·  ${S.table.id || ""}`;
   document.title = `Supervisor — ${S.table.name || S.table.id}`;
   const open = S.status.table_open !== false;
