@@ -21,6 +21,7 @@ from controller.config.check import load_checked
 from controller.daemon import Daemon
 from controller.devices import build_devices
 from controller.journal import Journal, JournalError
+from controller.journal.maintenance import check_journal
 from controller.logging import bind_table, configure_logging
 from controller.ports import Service
 from controller.services import PoleService
@@ -78,6 +79,10 @@ def default_services(config: Config, sinks: Sequence[DisplaySink]) -> list[Servi
         from controller.display import DisplayService
 
         services.append(DisplayService())
+    if config.journal.retention_days > 0 and str(config.journal.path) != ":memory:":
+        from controller.journal.retention import RetentionService
+
+        services.append(RetentionService())
     return services
 
 
@@ -117,6 +122,10 @@ async def run_from_config(
         log.warning("config_warning", file=warning.file, key=warning.key, detail=warning.message)
     devices, sinks = build_devices(config, path)
     journal_path = str(config.journal.path)
+    checked = check_journal(journal_path)
+    if not checked.ok and not checked.missing:
+        print(checked.summary(), file=sys.stderr, flush=True)
+        return EXIT_JOURNAL_DAMAGED
     journal: Journal | None = None
     try:
         try:

@@ -3,6 +3,8 @@
 store.py    the schema, ``Journal`` and its one write API, ``Transaction``: the event and
             everything it caused, in one transaction; the outbox; ids and sequence numbers
 history.py  the rounds as the supervisor reads them back
+maintenance.py  check, salvage and archive the file (docs/journal.md); retention.py runs the
+            archive in the daemon
 """
 
 from controller.journal.schema import MIGRATIONS, SCHEMA_VERSION, Migration

@@ -351,6 +351,24 @@ class Transaction:
             self.enqueue(m.topic, m.payload, m.qos, m.retain, round_id=round_id) for m in outbox
         ]
 
+    def delete_archived(self, round_ids: Sequence[str], event_ids: Sequence[int]) -> None:
+        """Remove rounds (with their events) and loose events that an archive file now holds.
+        Refused if a round is open or still has messages waiting for the broker."""
+        conn = self._conn
+        for round_id in round_ids:
+            row = conn.execute(
+                "SELECT status, (SELECT count(*) FROM outbox o WHERE o.round_id = r.round_id) "
+                "FROM rounds r WHERE round_id = ? AND table_id = ?",
+                (round_id, self._journal.table_id),
+            ).fetchone()
+            if row is None or row[0] == RoundStatus.OPEN or row[1]:
+                raise JournalError(f"round {round_id} cannot be removed: open or with messages")
+        conn.executemany("DELETE FROM events WHERE round_id = ?", [(r,) for r in round_ids])
+        conn.executemany("DELETE FROM rounds WHERE round_id = ?", [(r,) for r in round_ids])
+        conn.executemany(
+            "DELETE FROM events WHERE id = ? AND round_id IS NULL", [(e,) for e in event_ids]
+        )
+
     def enqueue(
         self,
         topic: str,
@@ -591,6 +609,52 @@ class Journal:
         with self.transaction():
             cur = self._connection.execute("DELETE FROM outbox WHERE msg_id = ?", (msg_id,))
             return cur.rowcount > 0
+
+    def archive_candidates(
+        self, before: str, limit: int
+    ) -> tuple[list[RoundRecord], list[EventRecord]]:
+        """The oldest closed rounds of this table opened before ``before`` (ISO time) whose
+        messages have all been sent, with their events; and loose events (of no round) older
+        than ``before`` — at most ``limit`` rounds and ``10 × limit`` loose events."""
+        with self._lock:
+            conn = self._connection
+            rows = conn.execute(
+                f"SELECT {self._ROUND_COLUMNS} FROM rounds r WHERE table_id = ? "
+                "AND status != 'open' AND opened_at < ? "
+                "AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.round_id = r.round_id) "
+                "ORDER BY seq LIMIT ?",
+                (self.table_id, before, limit),
+            ).fetchall()
+            events: dict[str, list[EventRecord]] = {}
+            for row in rows:
+                events[row[0]] = [
+                    EventRecord(e[0], e[1], e[2], e[3], json.loads(e[4]))
+                    for e in conn.execute(
+                        "SELECT id, round_id, at, kind, payload FROM events WHERE round_id = ? "
+                        "ORDER BY id",
+                        (row[0],),
+                    )
+                ]
+            loose = [
+                EventRecord(e[0], e[1], e[2], e[3], json.loads(e[4]))
+                for e in conn.execute(
+                    "SELECT id, round_id, at, kind, payload FROM events "
+                    "WHERE round_id IS NULL AND at < ? ORDER BY id LIMIT ?",
+                    (before, 10 * limit),
+                )
+            ]
+        return [self._round(r, tuple(events[r[0]])) for r in rows], loose
+
+    def pending_old_rounds(self, before: str) -> int:
+        """Closed rounds opened before ``before`` kept because their messages still wait."""
+        with self._lock:
+            row = self._connection.execute(
+                "SELECT count(*) FROM rounds r WHERE table_id = ? AND status != 'open' "
+                "AND opened_at < ? "
+                "AND EXISTS (SELECT 1 FROM outbox o WHERE o.round_id = r.round_id)",
+                (self.table_id, before),
+            ).fetchone()
+        return int(row[0])
 
     def recent_deals(self, limit: int = 100_000) -> list[tuple[str, str, str]]:
         """(round id, shuffle id, fingerprint) of this table's last ``limit`` complete deals

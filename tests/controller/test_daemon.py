@@ -338,7 +338,7 @@ def test_a_garbage_journal_stops_run_with_one_line_and_status_65(tmp_path: Path)
     assert done.returncode == 65
     lines = _plain_lines(done.stderr)
     assert len(lines) == 1, done.stderr
-    assert "is damaged" in lines[0] and "journal check" in lines[0]
+    assert "is damaged" in lines[0] and "journal salvage" in lines[0]
     assert "Traceback" not in done.stderr
 
 

@@ -1,0 +1,98 @@
+"""``paigow-table journal check|salvage|archive|verify-archive``: looking after the journal file
+(docs/journal.md). Imports the maintenance module only when a command runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from controller.journal.maintenance import check_journal
+
+    result = check_journal(args.journal)
+    print(result.summary(), file=sys.stdout if result.ok else sys.stderr, flush=True)
+    return result.status
+
+
+def cmd_salvage(args: argparse.Namespace) -> int:
+    from controller.journal import JournalError
+    from controller.journal.maintenance import (
+        EXIT_DAMAGED,
+        check_journal,
+        print_progress,
+        salvage_journal,
+    )
+
+    try:
+        report = salvage_journal(args.journal, args.out, progress=print_progress())
+    except JournalError as exc:
+        print(f"salvage: {exc}", file=sys.stderr, flush=True)
+        return EXIT_DAMAGED
+    for line in report.lines():
+        print(line, flush=True)
+    after = check_journal(args.out)
+    print(after.summary(), flush=True)
+    return after.status
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime, timedelta
+    from pathlib import Path
+
+    from controller.journal import Journal
+    from controller.journal.maintenance import archive_rounds
+
+    directory = Path(args.to) if args.to else Path(args.journal).parent / "archive"
+    before = datetime.now(UTC) - timedelta(days=args.older_than_days)
+    with Journal.open(args.journal, args.table_id) as journal:
+        report = archive_rounds(journal, before=before, directory=directory)
+    for path in report.files:
+        print(path, flush=True)
+    print(
+        f"archived {report.rounds} rounds and {report.events} events opened before "
+        f"{before:%Y-%m-%d %H:%M} UTC into {len(report.files)} file(s) in {directory}"
+        + (
+            f"; {report.kept_pending} kept: their messages wait for the broker"
+            if report.kept_pending
+            else ""
+        ),
+        flush=True,
+    )
+    return 0
+
+
+def cmd_verify_archive(args: argparse.Namespace) -> int:
+    from controller.journal.maintenance import verify_archive
+
+    worst = 0
+    for name in args.files:
+        ok, line = verify_archive(name)
+        print(line, file=sys.stdout if ok else sys.stderr, flush=True)
+        worst = worst or (0 if ok else 1)
+    return worst
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "journal",
+        help="check, salvage or archive a journal file",
+        description="Look after the journal file (docs/journal.md).",
+    )
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    c = actions.add_parser("check", help="integrity and schema check, read only (exit 0/65/66)")
+    c.add_argument("--journal", required=True, help="the journal file")
+    c.set_defaults(func=cmd_check)
+    s = actions.add_parser("salvage", help="copy what is readable into a new journal")
+    s.add_argument("--journal", required=True, help="the damaged journal file")
+    s.add_argument("--out", required=True, help="the new journal file (must not exist)")
+    s.set_defaults(func=cmd_salvage)
+    a = actions.add_parser("archive", help="archive and remove closed rounds older than N days")
+    a.add_argument("--journal", required=True, help="the journal file")
+    a.add_argument("--table-id", required=True, help="the table whose rounds to archive")
+    a.add_argument("--older-than-days", type=int, required=True, help="age in days (≥ 0)")
+    a.add_argument("--to", help="archive directory (default: 'archive' beside the journal)")
+    a.set_defaults(func=cmd_archive)
+    v = actions.add_parser("verify-archive", help="check archive files and their checksums")
+    v.add_argument("files", nargs="+")
+    v.set_defaults(func=cmd_verify_archive)
