@@ -195,12 +195,25 @@ async def disk(workdir: Path) -> dict[str, Any]:
                     break
                 await asyncio.sleep(0.1)
             recovery_s = time.perf_counter() - recovered_at
+        recovered_same_process = table.pid == pid and table.alive
         closed = _count(journal, "SELECT count(*) FROM rounds WHERE status != 'open'")
         for _ in range(3):
             dealt.append(await _deal(devices, journal, closed))
             closed = _count(journal, "SELECT count(*) FROM rounds WHERE status != 'open'")
         with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as conn:
             rows = conn.execute("SELECT status, reason, result FROM rounds").fetchall()
+        # Stopped and started again on a full disk: one line, status 73, no restart loop.
+        await table.stop()
+        with open(filler, "wb") as f, contextlib.suppress(OSError):
+            f.write(b"\0" * os.statvfs(small).f_bavail * os.statvfs(small).f_frsize)
+        started = subprocess.run(
+            [sys.executable, "-m", "controller.cli", "run", "--config", str(table.config_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        refusal = [line for line in started.stderr.splitlines() if not line.startswith("{")]
         ids = {json.loads(r[2]).get("shuffle_id") for r in rows if r[2]}
         return {
             "disk_deals": len(dealt),
@@ -212,7 +225,9 @@ async def disk(workdir: Path) -> dict[str, Any]:
             "disk_unexplained": sum(r[0] != "settled" and not r[1] for r in rows),
             "disk_states_seen_while_full": sorted(set(states)),
             "disk_recovery_s": round(recovery_s, 2),
-            "disk_same_process": table.pid == pid and table.alive,
+            "disk_same_process": recovered_same_process,
+            "disk_start_when_full_status": started.returncode,
+            "disk_start_when_full_line": refusal[-1] if refusal else "",
         }
     finally:
         await table.stop()

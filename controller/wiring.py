@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import shutil
 import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -34,6 +35,9 @@ log = structlog.get_logger(__name__)
 EXIT_JOURNAL_DAMAGED = 65  # EX_DATAERR: not a journal, a corrupt page, a newer schema
 EXIT_JOURNAL_UNWRITABLE = 73  # EX_CANTCREAT: a full disk, an I/O error, no permission
 
+#: Less free space than this on the journal's disk at start is a full disk (status 73).
+START_MIN_FREE = 4 * 2**20
+
 _DAMAGED_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT", "SQLITE_SCHEMA"}
 
 
@@ -50,6 +54,18 @@ def journal_failure(exc: BaseException) -> int | None:
         if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
             return EXIT_JOURNAL_DAMAGED
         return EXIT_JOURNAL_UNWRITABLE
+    return None
+
+
+def _free_bytes(journal_path: str) -> int | None:
+    """Free bytes on the journal's filesystem (its directory's, if the file is not there yet)."""
+    path = Path(journal_path)
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            try:
+                return shutil.disk_usage(candidate).free
+            except OSError:
+                return None
     return None
 
 
@@ -122,10 +138,18 @@ async def run_from_config(
         log.warning("config_warning", file=warning.file, key=warning.key, detail=warning.message)
     devices, sinks = build_devices(config, path)
     journal_path = str(config.journal.path)
+    if (free := _free_bytes(journal_path)) is not None and free < START_MIN_FREE:
+        print(
+            f"journal {journal_path} cannot be written: its disk is full ({free // 1024} KB "
+            "free); the table will not start (free space on its disk, then start again)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_JOURNAL_UNWRITABLE
     checked = check_journal(journal_path)
     if not checked.ok and not checked.missing:
         print(checked.summary(), file=sys.stderr, flush=True)
-        return EXIT_JOURNAL_DAMAGED
+        return EXIT_JOURNAL_UNWRITABLE if checked.unreadable else EXIT_JOURNAL_DAMAGED
     journal: Journal | None = None
     try:
         try:
@@ -134,6 +158,10 @@ async def run_from_config(
             )
         except OSError as exc:  # its directory cannot be made
             raise sqlite3.OperationalError(str(exc)) from exc
+        # A write now, not at the first deal: a journal that cannot take one stops the start
+        # (status 73) instead of starting only to tilt and be restarted by the watchdog.
+        with journal.transaction() as tx:
+            tx.remember("started_at", tx.now)
         services = [
             *default_services(config, sinks),
             *(extra_services(config) if extra_services else ()),

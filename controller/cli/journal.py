@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Look after the journal file (docs/journal.md).",
     )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    c = actions.add_parser("check", help="integrity and schema check, read only (exit 0/65/66)")
+    c = actions.add_parser("check", help="integrity and schema check, read only (exit 0/65/66/74)")
     c.add_argument("--journal", required=True, help="the journal file")
     c.set_defaults(func=cmd_check)
     s = actions.add_parser("salvage", help="copy what is readable into a new journal")

@@ -37,6 +37,10 @@ FULL_CHECK_MAX_BYTES = 256 * 2**20
 EXIT_OK = 0
 EXIT_DAMAGED = 65
 EXIT_MISSING = 66
+EXIT_UNREADABLE = 74  # EX_IOERR: an I/O error, no permission, a full disk (not damage)
+
+#: SQLite errors that say the file could not be read or opened, not that it is damaged.
+_IO_CODES = ("SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_FULL", "SQLITE_READONLY", "SQLITE_BUSY")
 
 ARCHIVE_FORMAT = "paigow-journal-archive"
 ARCHIVE_VERSION = 1
@@ -88,6 +92,7 @@ class JournalCheck:
     problems: tuple[str, ...] = ()
     mode: str = ""
     missing: bool = False
+    unreadable: bool = False  # an I/O error or permissions, not damage
     schema_version: int | None = None
     rounds: int | None = None
     events: int | None = None
@@ -101,12 +106,19 @@ class JournalCheck:
     def status(self) -> int:
         if self.missing:
             return EXIT_MISSING
+        if self.unreadable:
+            return EXIT_UNREADABLE
         return EXIT_OK if self.ok else EXIT_DAMAGED
 
     def summary(self) -> str:
         """One line: what a person needs to read at start-up or on a terminal."""
         if self.missing:
             return f"journal {self.path} does not exist"
+        if self.unreadable:
+            return (
+                f"journal {self.path} cannot be read: {self.problems[0]} (its disk, its "
+                "permissions, or a full disk; not damage)"
+            )
         if self.ok:
             return (
                 f"journal {self.path} ok ({self.mode}): schema {self.schema_version}, "
@@ -153,7 +165,9 @@ def check_journal(
                 for table in counts:
                     counts[table] = int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
     except (sqlite3.Error, OSError, ValueError) as exc:
-        return JournalCheck(name, problems=(str(exc) or type(exc).__name__,))
+        code = str(getattr(exc, "sqlite_errorname", "") or "")
+        io = isinstance(exc, OSError) or code.startswith(_IO_CODES)
+        return JournalCheck(name, problems=(str(exc) or type(exc).__name__,), unreadable=io)
     return JournalCheck(
         name,
         problems=tuple(problems),

@@ -23,6 +23,7 @@ from controller.journal import Journal, OutboxMessage
 from controller.journal.maintenance import (
     EXIT_DAMAGED,
     EXIT_MISSING,
+    EXIT_UNREADABLE,
     archive_rounds,
     check_journal,
     salvage_journal,
@@ -117,6 +118,13 @@ def test_each_kind_of_damage_is_one_line_and_never_raises(
     assert not result.ok and result.status == EXIT_DAMAGED
     line = result.summary()
     assert "\n" not in line and expected in line and "salvage" in line
+
+
+def test_a_journal_that_cannot_be_opened_is_unreadable_not_damaged(tmp_path: Path) -> None:
+    (tmp_path / "a-directory").mkdir()
+    result = check_journal(tmp_path / "a-directory")
+    assert result.unreadable and result.status == EXIT_UNREADABLE
+    assert "cannot be read" in result.summary() and "not damage" in result.summary()
 
 
 def test_a_missing_journal_is_not_created(tmp_path: Path) -> None:
