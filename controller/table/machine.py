@@ -13,11 +13,10 @@ deal. A new deal closes a round still dealing (reason ``new_deal``)."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Literal
@@ -158,6 +157,17 @@ class _Round:
     seat_cards: dict[str, tuple[int, ...]] = field(default_factory=dict)
     players: dict[str, PlayerPayload] = field(default_factory=dict)
 
+    def clone(self) -> _Round:
+        """A copy that shares only immutable parts (tuples, models the table never changes)."""
+        return replace(
+            self,
+            packets=list(self.packets),
+            shoe_cards=list(self.shoe_cards),
+            frame_errors=list(self.frame_errors),
+            seat_cards=dict(self.seat_cards),
+            players=dict(self.players),
+        )
+
     def dealt_packets(self) -> list[tuple[str, ...]]:
         """Packets in deal order; a shoe's cards grouped in sevens, the rest is the stub."""
         if self.packets:
@@ -213,6 +223,11 @@ class _Fault:
     deals: list[str] = field(default_factory=list)  # the shuffle ids ("" unknown) of new deals
     devices: dict[str, bool] = field(default_factory=dict)
 
+    def clone(self) -> _Fault:
+        return replace(
+            self, by_kind=Counter(self.by_kind), deals=list(self.deals), devices=dict(self.devices)
+        )
+
     def out(self) -> FaultOut:
         return FaultOut(
             code="journal_write_failed",
@@ -259,23 +274,20 @@ class Table:
 
     # --- state the daemon may roll back --------------------------------------------------
 
-    _STATE = (
-        "round",
-        "pending_draw",
-        "table_open",
-        "devices",
-        "occupied",
-        "wagers",
-        "fault",
-        "_next_seq",
-    )
-
     def snapshot(self) -> dict[str, Any]:
-        """Everything ``handle`` may change except the deal memory (which only grows, and is
-        rolled back by :meth:`restore`'s ``forget``): restore it if the journal refuses the
-        event's writes, so the table never runs ahead of its journal."""
-        return {name: copy.deepcopy(getattr(self, name)) for name in self._STATE} | {
-            "_deal_count": (len(self._deals), len(self._shuffles))
+        """Everything ``handle`` may change: restore it if the journal refuses the event's
+        writes, so the table never runs ahead of its journal. Cheap (no deep copy): what is
+        shared is never changed in place."""
+        return {
+            "round": self.round.clone() if self.round is not None else None,
+            "pending_draw": self.pending_draw,
+            "table_open": self.table_open,
+            "devices": dict(self.devices),
+            "occupied": dict(self.occupied),
+            "wagers": dict(self.wagers),
+            "fault": self.fault.clone() if self.fault is not None else None,
+            "_next_seq": self._next_seq,
+            "_deal_count": (len(self._deals), len(self._shuffles)),
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
@@ -284,8 +296,9 @@ class Table:
             self._deals.popitem()
         while len(self._shuffles) > shuffles:
             self._shuffles.popitem()
-        for name in self._STATE:
-            setattr(self, name, snapshot[name])
+        for name, value in snapshot.items():
+            if name != "_deal_count":
+                setattr(self, name, value)
 
     # --- the fault state (tilt) -------------------------------------------------------------
 
