@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 _SCHEMA_1 = """
@@ -58,8 +58,13 @@ def _create_schema_1(conn: sqlite3.Connection) -> None:
             conn.execute(statement)
 
 
+def _events_by_kind(conn: sqlite3.Connection) -> None:
+    """Schema 2: events found by kind (the deals seen, read at every start, docs/faults.md)."""
+    conn.execute("CREATE INDEX events_kind ON events (kind, id)")
+
+
 Migration = Callable[[sqlite3.Connection], None]
 
 #: Migration from version ``n`` to ``n + 1``, keyed by ``n``; each runs inside the opening
-#: transaction, which then records the new version. Add ``MIGRATIONS[1]`` for schema 2.
-MIGRATIONS: dict[int, Migration] = {0: _create_schema_1}
+#: transaction, which then records the new version.
+MIGRATIONS: dict[int, Migration] = {0: _create_schema_1, 1: _events_by_kind}

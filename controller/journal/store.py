@@ -656,19 +656,20 @@ class Journal:
             ).fetchone()
         return int(row[0])
 
-    def recent_deals(self, limit: int = 100_000) -> list[tuple[str, str, str]]:
-        """(round id, shuffle id, fingerprint) of this table's last ``limit`` complete deals
-        (``deal_seen`` events), oldest first: the table refuses a deal that repeats one."""
+    def recent_deals(self, limit: int = 20_000) -> list[tuple[int, str, str]]:
+        """(round number, shuffle id, fingerprint) of this table's last ``limit`` complete deals
+        (``deal_seen`` events, found by the ``events_kind`` index), oldest first: the table
+        refuses a deal that repeats one."""
         with self._lock:
             rows = self._connection.execute(
-                "SELECT e.round_id, e.payload FROM events e JOIN rounds r USING (round_id) "
+                "SELECT r.seq, e.payload FROM events e JOIN rounds r USING (round_id) "
                 "WHERE e.kind = 'deal_seen' AND r.table_id = ? ORDER BY e.id DESC LIMIT ?",
                 (self.table_id, limit),
             ).fetchall()
         deals = []
-        for round_id, payload in reversed(rows):
+        for seq, payload in reversed(rows):
             data = json.loads(payload)
-            deals.append((str(round_id), str(data.get("shuffle_id", "")), str(data["fingerprint"])))
+            deals.append((int(seq), str(data.get("shuffle_id", "")), str(data["fingerprint"])))
         return deals
 
     def remembered(self, name: str) -> Any:

@@ -199,8 +199,13 @@ class _Round:
         return self.phase in (Phase.VOID, Phase.VOIDED_AFTER_SETTLEMENT)
 
 
-#: Complete deals remembered to refuse a replay (the same shuffle id or the same cards).
-RECENT_DEALS = 100_000
+#: Complete deals remembered to refuse a replay (the same shuffle id or the same cards): about
+#: two weeks of a busy table, in about 4 MB (64-bit keys, round numbers as values).
+RECENT_DEALS = 20_000
+
+
+def _key(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 
 def deal_fingerprint(packets: Iterable[tuple[str, ...]], stub: tuple[str, ...] | None) -> str:
@@ -249,10 +254,11 @@ class Table:
         next_round_seq: int = 1,
         software_version: str = "",
         config_digest: str = "",
-        recent_deals: Iterable[tuple[str, str, str]] = (),
+        recent_deals: Iterable[tuple[int, str, str]] = (),
     ) -> None:
-        """``recent_deals``: (round id, shuffle id, fingerprint) of earlier complete deals, oldest
-        first (the journal's ``deal_seen`` events), so a replay is refused across restarts."""
+        """``recent_deals``: (round number, shuffle id, fingerprint) of earlier complete deals,
+        oldest first (the journal's ``deal_seen`` events), so a replay is refused across
+        restarts."""
         self.settings = settings
         self._new_round_id = new_round_id
         self._clock = clock
@@ -267,10 +273,10 @@ class Table:
         self.occupied: dict[str, bool | None] = dict.fromkeys(sorted(labels))
         self.wagers: dict[str, Wagers] = {}
         self.fault: _Fault | None = None
-        self._deals: OrderedDict[str, str] = OrderedDict()  # fingerprint → round id
-        self._shuffles: OrderedDict[str, str] = OrderedDict()  # shuffle id → round id
-        for round_id, shuffle_id, fingerprint in recent_deals:
-            self._remember_deal(round_id, shuffle_id, fingerprint)
+        self._deals: OrderedDict[int, int] = OrderedDict()  # fingerprint key → round number
+        self._shuffles: OrderedDict[int, int] = OrderedDict()  # shuffle id key → round number
+        for round_seq, shuffle_id, fingerprint in recent_deals:
+            self._remember_deal(round_seq, shuffle_id, fingerprint)
 
     # --- state the daemon may roll back --------------------------------------------------
 
@@ -610,28 +616,28 @@ class Table:
             ]
         if r.draw is None:
             return [self._progress(r)]
-        self._remember_deal(r.round_id, r.shuffle_id, fingerprint)
+        self._remember_deal(r.round_seq, r.shuffle_id, fingerprint)
         return [DealRecorded(r.round_id, r.shuffle_id, fingerprint), *self._settle(r, packets)]
 
     def _repeat_of(self, shuffle_id: str, fingerprint: str) -> str:
         """Why a deal repeats an earlier one ("" if it does not)."""
-        earlier = self._deals.get(fingerprint)
+        earlier = self._deals.get(_key(fingerprint))
         if earlier is not None:
             return (
-                f"replayed deal: the same cards in the same order as round {earlier}; "
+                f"replayed deal: the same cards in the same order as round #{earlier}; "
                 "no real shuffle repeats a deck"
             )
-        earlier = self._shuffles.get(shuffle_id) if shuffle_id else None
+        earlier = self._shuffles.get(_key(shuffle_id)) if shuffle_id else None
         if earlier is not None:
-            return f"replayed deal: shuffle id {shuffle_id} was already dealt in round {earlier}"
+            return f"replayed deal: shuffle id {shuffle_id} was already dealt in round #{earlier}"
         return ""
 
-    def _remember_deal(self, round_id: str, shuffle_id: str, fingerprint: str) -> None:
-        self._deals[fingerprint] = round_id
+    def _remember_deal(self, round_seq: int, shuffle_id: str, fingerprint: str) -> None:
+        self._deals[_key(fingerprint)] = round_seq
         if len(self._deals) > RECENT_DEALS:
             self._deals.popitem(last=False)
         if shuffle_id:
-            self._shuffles[shuffle_id] = round_id
+            self._shuffles[_key(shuffle_id)] = round_seq
             if len(self._shuffles) > RECENT_DEALS:
                 self._shuffles.popitem(last=False)
 

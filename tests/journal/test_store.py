@@ -407,3 +407,28 @@ def test_cheap_counters_agree_with_stats(journal: Journal) -> None:
     stats = journal.stats()
     assert journal.message_seq() == stats.message_seq == 3
     assert journal.outbox_pending() == stats.outbox_pending == 2
+
+
+def test_a_schema_1_journal_is_migrated_with_its_rows(tmp_path: Path) -> None:
+    from controller.journal import MIGRATIONS
+
+    path = tmp_path / "old.sqlite3"
+    with sqlite3.connect(path) as conn:
+        MIGRATIONS[0](conn)
+        conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
+        conn.execute(
+            "INSERT INTO events (round_id, at, kind, payload) VALUES (NULL, 'x', 'alarm', '{}')"
+        )
+    with Journal.open(path, "PG-01") as journal:
+        assert journal.stats().events == 1
+    with sqlite3.connect(path) as conn:
+        version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        plan = " ".join(
+            str(r[-1])
+            for r in conn.execute(
+                "EXPLAIN QUERY PLAN SELECT id FROM events WHERE kind = 'deal_seen' ORDER BY id DESC"
+            )
+        )
+    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 2
+    assert "events_kind" in indexes and "events_kind" in plan
