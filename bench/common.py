@@ -76,6 +76,14 @@ def last_line(figures: dict[str, Any]) -> None:
     print(json.dumps(figures, separators=(", ", ": ")), flush=True)
 
 
+def print_figures(figures: dict[str, Any], width: int = 32) -> None:
+    """Each figure on a line of its own (the machine only in the JSON), then the JSON line."""
+    for key, value in figures.items():
+        if key != "machine":
+            print(f"{key:{width}} {value}")
+    last_line(figures)
+
+
 class DiskMonitor:
     """fsyncs a small appended file every ``every`` s in a thread and keeps (wall time at the
     start, seconds it took): the disk's own stalls, to set the daemons' outliers against."""

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from common import Devices, TableProcess, display_section, last_line, machine, ms, percentile
+from common import Devices, TableProcess, display_section, machine, ms, percentile, print_figures
 
 from simulators.mosquitto import free_port
 
@@ -258,10 +258,7 @@ def main() -> int:
     else:
         with tempfile.TemporaryDirectory(prefix="bench-faults-") as name:
             figures = asyncio.run(bench(args, Path(name)))
-    for key, value in figures.items():
-        if key != "machine":
-            print(f"{key:32} {value}")
-    last_line(figures)
+    print_figures(figures)
     return 0
 
 

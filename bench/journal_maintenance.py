@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from common import last_line, machine
+from common import machine, print_figures
 
 from controller.journal import Journal
 from controller.journal.maintenance import archive_rounds, check_journal, salvage_journal
@@ -125,10 +125,7 @@ def main() -> int:
             "archive_mb": round(archive_mb, 1),
             "archive_rounds_per_s": round(archived.rounds / archive_s),
         }
-    for key, value in figures.items():
-        if key != "machine":
-            print(f"{key:26} {value}")
-    last_line(figures)
+    print_figures(figures)
     return 0
 
 
