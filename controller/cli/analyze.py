@@ -7,294 +7,35 @@ when it is a terminal."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from controller.analysis.base_game import (
-    STRATEGIES,
-    BaseGame,
-    BaseGameFigures,
-    Strategy,
-    base_game_figures,
-)
-from controller.analysis.census import Census, full_census
-from controller.analysis.chan_chu import ChanChuFigures, all_chan_chu_figures, chan_chu_figures
-from controller.analysis.montecarlo import simulate
-from controller.analysis.progress import Progress
-from controller.analysis.published import (
-    ANALYSIS_BASE_GAME_HOUSE_EDGE,
-    ANALYSIS_DEALER_TWO_JACKS,
-    ANALYSIS_ENVY_PT3_PER_PLAYER_5_DOLLARS,
-    ANALYSIS_JACKS_BEAT_B,
-    ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE,
-    ANALYSIS_PT3_COMBINATIONS,
-)
-from controller.analysis.report import write_report
-from controller.analysis.side_bets import (
-    JacksBeatGame,
-    PushAceHighGame,
-    SideFigures,
-    ace_high_exact_marginals,
-    dealer_jacks,
-    figures_from_run,
-    jacks_beat_exact,
-)
 from controller.game.paytables import (
     CHAN_CHU_PAYTABLES,
     JACKS_BEAT_PAYTABLES,
     PaytableError,
     chan_chu_paytable,
     jacks_beat_paytable,
-    push_ace_high_paytable,
 )
-from controller.game.setting import Rules
 
+#: The base game's strategies (controller.analysis.base_game.STRATEGIES; tested equal).
+STRATEGIES = ("optimal", "house-way")
 DEFAULT_WORKERS = max(1, os.cpu_count() or 1)
 
 
-def rules_from(args: argparse.Namespace) -> Rules:
-    """The table's rules from the global ``--wheel`` and the analysis's own switches."""
-    return Rules(
-        wheel_rank=getattr(args, "wheel", "second_highest"),
-        ace_high_pushes_pai_gow=bool(getattr(args, "ace_high_pushes", False)),
-    )
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    """A command of analyze_commands, imported when it runs (the CLI starts without numpy-like
+    weight: the analysis modules load only for ``analyze``)."""
 
+    def run(args: argparse.Namespace) -> int:
+        from controller.cli import analyze_commands
 
-def _census(args: argparse.Namespace) -> Census:
-    return full_census(workers=args.workers, progress=Progress("census of all hands"))
+        code: int = getattr(analyze_commands, name)(args)
+        return code
 
-
-def _dump(record: object) -> None:
-    print(json.dumps(record, ensure_ascii=False))
-
-
-def _pct(x: float, digits: int = 4) -> str:
-    return f"{x * 100 + 0.0:.{digits}f}%"
-
-
-# --- chan-chu ------------------------------------------------------------------------------------
-
-
-def print_chan_chu(f: ChanChuFigures, census: Census) -> None:
-    published_pt3 = f.paytable == "PT3"
-    print(
-        f"Chan Chu {f.paytable}: all {f.total:,} seven-card hands "
-        f"({census.classes:,} classes, {census.seconds:.1f} s, {census.workers} workers)"
-    )
-    head = f"{'line':<26}{'pays':>6}{'combinations':>14}{'probability':>13}{'return':>11}"
-    print(head + (f"{'published':>13}" if published_pt3 else ""))
-    for line in f.lines:
-        row = (
-            f"{line.line:<26}{line.pays:>6}{line.combinations:>14,}"
-            f"{line.probability:>13.8f}{line.ret:>11.6f}"
-        )
-        if published_pt3:
-            seed = ANALYSIS_PT3_COMBINATIONS[line.line]
-            row += f"{seed:>13,} {'=' if seed == line.combinations else '≠'}"
-        print(row)
-    posted = (
-        ""
-        if f.posted_house_edge is None
-        else f"   posted (the rule sheet) {_pct(f.posted_house_edge, 2)}"
-    )
-    print(f"house edge {_pct(f.house_edge)}{posted}")
-    if f.envy is not None:
-        e = f.envy
-        quoted = (
-            f" (the outside analysis: {_pct(ANALYSIS_ENVY_PT3_PER_PLAYER_5_DOLLARS, 2)})"
-            if published_pt3
-            else ""
-        )
-        print(
-            f"Envy {e.paytable}: worth ${e.value_dollars:.6f} per other player with a Chan Chu "
-            f"wager = {_pct(e.per_player(5))} of a $5 wager{quoted}"
-        )
-        print(
-            "  house edge by other players: "
-            + "  ".join(f"{n}: {_pct(row[5], 2)}" for n, row in e.house_edge_by_players.items())
-            + "  ($5 wager)"
-        )
-    print()
-
-
-def cmd_chan_chu(args: argparse.Namespace) -> int:
-    census = _census(args)
-    if args.paytable.lower() == "all":
-        figures = all_chan_chu_figures(census)
-    else:
-        figures = [chan_chu_figures(census, args.paytable)]
-    if args.json:
-        records = [f.to_dict() for f in figures]
-        _dump(records if args.paytable.lower() == "all" else records[0])
-    else:
-        for f in figures:
-            print_chan_chu(f, census)
-    return 0
-
-
-# --- dealer-jacks --------------------------------------------------------------------------------
-
-
-def cmd_dealer_jacks(args: argparse.Namespace) -> int:
-    dj = dealer_jacks()
-    if args.json:
-        _dump(dj.to_dict())
-        return 0
-    print(f"dealer holds two or more Jacks: {dj.hands:,} of {dj.total:,} hands")
-    print(f"  counted      {float(dj.probability):.10f} = {_pct(float(dj.probability))}")
-    print(f"  closed form  {float(dj.closed_form):.10f}   1 - (C(49,7) + 4*C(49,6)) / C(53,7)")
-    print(f"  exactly equal: {'yes' if dj.probability == dj.closed_form else 'NO'}")
-    print(f"  the outside analysis (lab report): {_pct(ANALYSIS_DEALER_TWO_JACKS, 2)}")
-    return 0 if dj.probability == dj.closed_form else 1
-
-
-# --- base-game -----------------------------------------------------------------------------------
-
-
-def run_base_game(
-    strategy: Strategy, rounds: int, seed: int, workers: int, rules: Rules
-) -> BaseGameFigures:
-    game = BaseGame(strategy, rules)
-    run = simulate(
-        game, rounds, seed=seed, workers=workers, progress=Progress(f"base game, {strategy}")
-    )
-    return base_game_figures(game, run)
-
-
-def print_base_game(f: BaseGameFigures) -> None:
-    run = f.run
-    print(
-        f"Pai Gow wager, player strategy {f.strategy}: {run.rounds:,} rounds, seed {run.seed}, "
-        f"{run.workers} workers, {run.seconds:.1f} s ({run.rounds_per_second:,.0f} rounds/s, "
-        f"{run.rounds_per_second_per_core:,.0f} per core)"
-    )
-    print(f"{'dealer':<12}{'share':>9}{'win':>9}{'push':>9}{'lose':>9}{'edge':>10}{'part':>10}")
-    for cls, r in (*f.by_class.items(), ("all", f.overall)):
-        print(
-            f"{cls:<12}{_pct(r.share, 2):>9}{_pct(r.win, 2):>9}{_pct(r.push, 2):>9}"
-            f"{_pct(r.lose, 2):>9}{_pct(r.house_edge, 2):>10}{_pct(r.contribution, 2):>10}"
-        )
-    lo, hi = f.overall.ci95
-    print(
-        f"house edge {_pct(f.overall.house_edge, 3)}, 95% interval [{_pct(lo, 3)}, "
-        f"{_pct(hi, 3)}]; the outside analysis (lab report, strategy unstated) "
-        f"{_pct(ANALYSIS_BASE_GAME_HOUSE_EDGE, 2)}"
-    )
-
-
-def cmd_base_game(args: argparse.Namespace) -> int:
-    figures = run_base_game(args.strategy, args.rounds, args.seed, args.workers, rules_from(args))
-    if args.json:
-        _dump(figures.to_dict())
-    else:
-        print_base_game(figures)
-    return 0
-
-
-# --- jacks-beat and ace-high ---------------------------------------------------------------------
-
-
-def print_side(f: SideFigures, seed: dict[str, float] | None = None) -> None:
-    what = "exact" if f.ci95 is None else f"Monte Carlo, {f.total:,} rounds"
-    print(f"{f.wager} paytable {f.paytable} ({what})")
-    head = f"{'line':<28}{'pays':>6}{'probability':>13}{'return':>11}"
-    print(head + (f"{'published':>13}" if seed else ""))
-    for line in f.lines:
-        row = f"{line.line:<28}{line.pays:>6}{line.probability:>13.8f}{line.ret:>11.6f}"
-        if seed:
-            row += f"{seed[line.line]:>13.8f}"
-        print(row)
-    interval = "" if f.ci95 is None else f", 95% interval [{_pct(f.ci95[0])}, {_pct(f.ci95[1])}]"
-    print(f"house edge {_pct(f.house_edge)}{interval}")
-
-
-def cmd_jacks_beat(args: argparse.Namespace) -> int:
-    rules = rules_from(args)
-    names = list(JACKS_BEAT_PAYTABLES) if args.paytable.lower() == "all" else [args.paytable]
-    census = _census(args)
-    records: list[dict[str, object]] = []
-    for name in names:
-        exact = jacks_beat_exact(census, name, rules)
-        record = exact.to_dict()
-        is_b = exact.paytable == "B"
-        if is_b:
-            record["outside_analysis"] = {
-                "probability": ANALYSIS_JACKS_BEAT_B,
-                "house_edge": ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE,
-            }
-        mc = None
-        if args.rounds:
-            run = simulate(
-                JacksBeatGame(exact.paytable, rules),
-                args.rounds,
-                seed=args.seed,
-                workers=args.workers,
-                progress=Progress(f"Jacks Beat {exact.paytable}"),
-            )
-            mc = figures_from_run("jacks_beat", jacks_beat_paytable(exact.paytable), run)
-            record["monte_carlo"] = mc.to_dict()
-        records.append(record)
-        if not args.json:
-            print_side(exact, ANALYSIS_JACKS_BEAT_B if is_b else None)
-            if is_b:
-                print(
-                    f"  the outside analysis (labels read as docs/rules.md §9): house edge "
-                    f"{_pct(ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE)}"
-                )
-            if mc is not None:
-                print_side(mc)
-            print()
-    if args.json:
-        _dump(records if len(records) > 1 or args.paytable.lower() == "all" else records[0])
-    return 0
-
-
-def cmd_ace_high(args: argparse.Namespace) -> int:
-    rules = rules_from(args)
-    run = simulate(
-        PushAceHighGame(rules),
-        args.rounds,
-        seed=args.seed,
-        workers=args.workers,
-        progress=Progress("Push Ace High"),
-    )
-    figures = figures_from_run("push_ace_high", push_ace_high_paytable(), run)
-    record = figures.to_dict()
-    marginals = ace_high_exact_marginals(_census(args)) if args.exact_marginals else None
-    if marginals is not None:
-        record["exact_marginals"] = marginals
-    if args.json:
-        _dump(record)
-        return 0
-    print_side(figures)
-    if marginals is not None:
-        print(
-            f"exact, one hand: the dealer is Ace-high pai gow {marginals['dealer_ace_high']:.8f} "
-            f"(Monte Carlo {1 - figures.line('lose').probability:.8f}), with the joker "
-            f"{marginals['dealer_ace_high_joker']:.8f}"
-        )
-    return 0
-
-
-# --- report --------------------------------------------------------------------------------------
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    write_report(
-        args.output,
-        rounds=args.rounds,
-        side_rounds=args.side_rounds,
-        seed=args.seed,
-        workers=args.workers,
-        rules=rules_from(args),
-    )
-    print(f"wrote {args.output}", file=sys.stderr)
-    return 0
-
-
-# --- wiring --------------------------------------------------------------------------------------
+    run.__name__ = name
+    return run
 
 
 def _positive(text: str) -> int:
@@ -363,14 +104,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"{', '.join(CHAN_CHU_PAYTABLES)} or all (default all)",
     )
     _common(p, seeded=False)
-    p.set_defaults(func=cmd_chan_chu)
+    p.set_defaults(func=_command("cmd_chan_chu"))
 
     p = what.add_parser(
         "dealer-jacks",
         help="the dealer's chance of two or more Jacks, counted and in closed form",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_dealer_jacks)
+    p.set_defaults(func=_command("cmd_dealer_jacks"))
 
     p = what.add_parser(
         "base-game",
@@ -392,7 +133,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the rule switch ace_high_pushes_pai_gow (docs/rules.md §5; default off)",
     )
     _common(p, seeded=True)
-    p.set_defaults(func=cmd_base_game)
+    p.set_defaults(func=_command("cmd_base_game"))
 
     p = what.add_parser(
         "jacks-beat",
@@ -411,7 +152,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--rounds", type=_non_negative, default=0, help="Monte Carlo rounds (default 0: none)"
     )
     _common(p, seeded=True)
-    p.set_defaults(func=cmd_jacks_beat)
+    p.set_defaults(func=_command("cmd_jacks_beat"))
 
     p = what.add_parser(
         "ace-high",
@@ -425,7 +166,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="also the exact single-hand chances of Ace-high pai gow (takes the census)",
     )
     _common(p, seeded=True)
-    p.set_defaults(func=cmd_ace_high)
+    p.set_defaults(func=_command("cmd_ace_high"))
 
     p = what.add_parser(
         "report",
@@ -445,7 +186,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="Push Ace High rounds (default 2,000,000)",
     )
     _common(p, seeded=True)
-    p.set_defaults(func=cmd_report)
+    p.set_defaults(func=_command("cmd_report"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

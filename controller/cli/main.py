@@ -5,8 +5,19 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Iterable, Sequence
 
-from controller import __version__
 from controller.cli import house_way, table
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from controller import __version__
+
+        parser.exit(message=f"{parser.prog} {__version__}\n")
 
 
 def build_parser(
@@ -17,7 +28,7 @@ def build_parser(
     parser = argparse.ArgumentParser(
         prog="paigow-table", description="Dealer Open Pai Gow table controller"
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_Version)
     parser.add_argument(
         "--wheel",
         choices=["second_highest", "lowest"],

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from controller.game.cards import Card, card_texts
+from controller.game.cards import DECK, Card, card_texts
 from controller.game.hands import FrontValue, HandValue, evaluate, front_key, is_foul_keys
 
 
@@ -63,6 +63,21 @@ class Setting:
             raise ValueError("the front must be two of the seven cards")
         back = tuple(c for c in cards if c not in front)
         return cls((front[0], front[1]), back, rule, wheel_high)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_positions(
+        cls, ordered: Sequence[int], i: int, j: int, rule: str | None, wheel_high: bool = True
+    ) -> Setting:
+        """The setting of seven card codes in ascending order with ``ordered[i]`` and
+        ``ordered[j]`` (i < j) in front, in the canonical (code) order ``house_way`` gives."""
+        d = DECK
+        back = [d[c] for k, c in enumerate(ordered) if k != i and k != j]
+        return cls(
+            (d[ordered[i]], d[ordered[j]]),
+            (back[0], back[1], back[2], back[3], back[4]),
+            rule,
+            wheel_high,
+        )
 
     @property
     def front_value(self) -> FrontValue:

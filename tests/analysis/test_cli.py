@@ -178,3 +178,10 @@ def test_progress_at_completion_says_done_and_leaves_no_time_left() -> None:
     screen = _screen(out.getvalue())
     assert screen.endswith("100.0% done in 15.5s"), screen
     assert "left" not in screen
+
+
+def test_the_cli_declares_the_strategies_the_analysis_has() -> None:
+    from controller.analysis.base_game import STRATEGIES
+    from controller.cli import analyze
+
+    assert analyze.STRATEGIES == STRATEGIES
