@@ -23,9 +23,9 @@ from itertools import combinations
 from typing import Final, Literal
 
 from controller.analysis.montecarlo import RunResult, deal, house_edge
-from controller.game.cards import DECK, Card
+from controller.game.cards import DECK
 from controller.game.hands import evaluate, front_key, is_ace_high_pai_gow, is_foul_keys
-from controller.game.house_way import house_way
+from controller.game.house_way_cache import HouseWayCache
 from controller.game.setting import Rules, Setting
 from controller.game.wagers import PaiGowOutcome, dealer_has_two_jacks, settle_pai_gow
 
@@ -78,6 +78,17 @@ def best_reply(player7: Sequence[int], dealer: Setting, rules: Rules) -> Setting
     raise AssertionError("seven cards always have a split that does not foul")
 
 
+_CACHES: dict[Rules, HouseWayCache] = {}
+
+
+def house_way_cache(rules: Rules) -> HouseWayCache:
+    """The House Way by rank pattern for ``rules``, loaded once per process (a worker's too)."""
+    cache = _CACHES.get(rules)
+    if cache is None:
+        cache = _CACHES[rules] = HouseWayCache.packaged(rules)
+    return cache
+
+
 def dealer_class(dealer7: Sequence[int], rules: Rules) -> DealerClass:
     """The dealer's class for the split of the figures: two Jacks, Ace-high pai gow, other."""
     if dealer_has_two_jacks(dealer7):
@@ -96,17 +107,17 @@ class BaseGame:
 
     def play_round(self, dealer7: Sequence[int], player7: Sequence[int]) -> tuple[str, str]:
         rules = self.rules
+        set_by_house_way = house_way_cache(rules).setting
         cls = dealer_class(dealer7, rules)
         dealer: Setting | None = None
-        hand: list[Card] = [DECK[c] for c in player7]
         if cls == "two_jacks":  # the dealer does not set; the player's setting cannot matter
-            player = house_way(hand, rules)
+            player = set_by_house_way(player7)
         else:
-            dealer = house_way(dealer7, rules)
+            dealer = set_by_house_way(dealer7)
             if self.strategy == "optimal":
                 player = best_reply(player7, dealer, rules)
             else:
-                player = house_way(hand, rules)
+                player = set_by_house_way(player7)
         outcome: PaiGowOutcome = settle_pai_gow(player, dealer, dealer7, rules).outcome
         return cls, str(outcome)
 
