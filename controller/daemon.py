@@ -15,7 +15,7 @@ import contextlib
 import shutil
 import signal
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -52,6 +52,7 @@ from controller.table import (
     PlayerSettled,
     RoundClosed,
     RoundOpened,
+    RoundProgress,
     StatusChanged,
     Table,
     TableEvent,
@@ -415,13 +416,20 @@ class Daemon:
         return build
 
     def _journal(
-        self, event: TableEvent, effects: Iterable[Effect], open_before: str | None
+        self, event: TableEvent, effects: Sequence[Effect], open_before: str | None
     ) -> None:
         """The event and all it caused, in one transaction (docs/architecture.md: journal before
         send). An MQTT-off table journals no outbox rows."""
         queued = False
         publishing = self.publishing
-        with self.journal.transaction() as tx:
+        # Durable before anything is shown or sent: what opens or closes a round, queues a
+        # message, answers a command or raises an alarm. A device event that only moves the deal
+        # on (a packet, a card, a draw held for the next deal) commits without waiting for the
+        # disk: a restart voids an open round anyway, and the next durable commit syncs it too.
+        durable = not isinstance(event, DeviceEventBase | Tick) or any(
+            not isinstance(e, RoundProgress) for e in effects
+        )
+        with self.journal.transaction(durable=durable) as tx:
             for effect in effects:
                 match effect:
                     case RoundOpened():

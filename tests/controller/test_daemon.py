@@ -366,3 +366,21 @@ def test_a_journal_that_cannot_be_written_stops_run_with_status_73(tmp_path: Pat
     assert done.returncode == 73, done.stderr
     lines = _plain_lines(done.stderr)
     assert len(lines) == 1 and "cannot be written" in lines[0], done.stderr
+
+
+async def test_a_round_costs_two_durable_commits(tmp_path: Path) -> None:
+    """Opening and settling a round wait for the disk; the packets, the draw and the deal's end
+    between them do not (a restart voids an open round anyway): two syncs a round."""
+    async with running_table(tmp_path, seed=89) as t:
+        await t.deal(rng_number=1)  # the first round after start (devices online: durable too)
+        durable, relaxed = t.journal.durable_commits, t.journal.relaxed_commits
+        for n in range(5):
+            result = await t.deal(rng_number=n + 2)
+            assert result.status == "settled"
+        await _until(lambda: _count_events(tmp_path, "deal_ended") >= 6)
+        assert t.journal.durable_commits - durable == 5 * 2
+        assert t.journal.relaxed_commits - relaxed >= 5 * 9  # 7 packets, the draw, the end
+        # What the table heard is on file (read by another connection, as after a crash).
+        with sqlite3.connect(tmp_path / "journal.sqlite3") as conn:
+            settled = conn.execute("SELECT count(*) FROM rounds WHERE status = 'settled'")
+            assert settled.fetchone()[0] == 6
