@@ -17,7 +17,8 @@ class _Version(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
         from controller import __version__
 
-        parser.exit(message=f"{parser.prog} {__version__}\n")
+        print(f"{parser.prog} {__version__}", flush=True)  # to stdout, as argparse's own
+        parser.exit()
 
 
 def build_parser(
