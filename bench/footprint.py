@@ -28,7 +28,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from common import broker_process, display_section, mqtt_section
+from common import BENCH_LIMITS, broker_process, display_section, mqtt_section
 
 from controller.journal import Journal
 from controller.logging import configure_logging
@@ -55,7 +55,7 @@ def write_config(tmp: Path, extra: str = "") -> Path:
         rng=tmp / "rng",
         journal=tmp / "journal.sqlite3",
     )
-    text += extra
+    text += extra + BENCH_LIMITS
     path = tmp / "table.toml"
     path.write_text(text)
     return path

@@ -1,0 +1,72 @@
+"""The command line and the daemon import what they use (issue 16): `run` loads aiohttp, aiomqtt,
+the display and the analysis only when its config asks for them, and `house-way` none of them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from simulators.demo import DEMO_CONFIG
+
+HEAVY = (
+    "aiohttp",
+    "aiomqtt",
+    "paho",
+    "controller.analysis",
+    "controller.display",
+    "controller.mqtt",
+)
+
+PROBE = """
+import json, sys
+HEAVY = %s
+from controller.cli.main import _registrars, build_parser
+args = build_parser(_registrars()).parse_args(sys.argv[1:])
+if args.command == "run":
+    from controller.config.check import load_checked
+    from controller.wiring import default_services
+    config, _ = load_checked(args.config)
+    default_services(config, [])
+heavy = sorted({m.split(".")[0] if not m.startswith("controller.") else ".".join(m.split(".")[:2])
+                for m in sys.modules if m.startswith(HEAVY)})
+print(json.dumps(heavy))
+"""
+
+
+def _loaded(*argv: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.replace("%s", repr(HEAVY)), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    loaded: list[str] = json.loads(done.stdout)
+    return loaded
+
+
+def _config(tmp_path: Path, extra: str) -> str:
+    text = DEMO_CONFIG.format(
+        table="PG-I", shuffler=tmp_path / "s", rng=tmp_path / "r", journal=tmp_path / "j.sqlite3"
+    )
+    path = tmp_path / "table.toml"
+    path.write_text(text + extra)
+    return str(path)
+
+
+def test_run_without_display_or_mqtt_imports_neither(tmp_path: Path) -> None:
+    config = _config(tmp_path, "\n[display]\nenabled = false\n")
+    assert _loaded("run", "--config", config) == []
+
+
+def test_run_imports_what_its_config_enables(tmp_path: Path) -> None:
+    config = _config(tmp_path, '\n[mqtt]\nenabled = true\nhost = "127.0.0.1"\nport = 1\n')
+    loaded = _loaded("run", "--config", config)
+    assert {"aiohttp", "aiomqtt", "controller.display", "controller.mqtt"} <= set(loaded)
+    assert "controller.analysis" not in loaded
+
+
+def test_house_way_imports_no_service_and_no_analysis() -> None:
+    assert _loaded("house-way", "As", "Kd", "7h", "5s", "3c", "2d", "JK") == []
