@@ -293,6 +293,7 @@ class TableProcess:
     table_id: str
     workdir: Path
     extra: str = ""
+    log_level: str = "WARNING"  # the demo config's; INFO adds a line a round
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
     stop_timeouts: int = 0
@@ -322,7 +323,7 @@ class TableProcess:
             shuffler=self.workdir / "shuffler",
             rng=self.workdir / "rng",
             journal=self.journal_path,
-        )
+        ).replace('level = "WARNING"', f'level = "{self.log_level}"')
         self.config_path.write_text(text + self.extra + BENCH_LIMITS, encoding="utf-8")
         return self.config_path
 

@@ -202,6 +202,19 @@ def describe(name: str, values: list[float], floor: list[float] | None = None) -
     return text
 
 
+def commits_per_round(log: Path, rounds: int) -> dict[str, float]:
+    """The daemon's journal commits a round, from its last ``daemon_stopped`` log line: a durable
+    commit is one sync of the WAL (bench/fsyncs.py counts the syscalls themselves)."""
+    for line in reversed(log.read_text(encoding="utf-8", errors="replace").splitlines()):
+        if '"daemon_stopped"' in line:
+            stopped = json.loads(line)
+            return {
+                "durable_commits_per_round": round(stopped["durable_commits"] / rounds, 2),
+                "relaxed_commits_per_round": round(stopped["relaxed_commits"] / rounds, 2),
+            }
+    return {}
+
+
 async def bench(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     broker = Broker(tmp / "broker")
     await broker.start()
@@ -209,7 +222,10 @@ async def bench(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     workdir = tmp / "table"
     workdir.mkdir()
     table = TableProcess(
-        TABLE, workdir, extra=mqtt_section(broker.port) + display_section(http_port)
+        TABLE,
+        workdir,
+        extra=mqtt_section(broker.port) + display_section(http_port),
+        log_level="INFO",  # its stop line counts the journal's commits
     )
     devices = Devices.make(workdir, seed=args.seed, interval=args.interval)
     arrivals = Arrivals()
@@ -319,6 +335,7 @@ async def bench(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "missing": missing,
         "replayed": replayed,
         "daemon_exit": code,
+        **commits_per_round(table.workdir / "daemon.log", args.warmup + args.rounds),
         "mqtt_p50_ms": ms(percentile(mqtt_lat, 50)),
         "mqtt_p99_ms": ms(mqtt_p99),
         "display_p50_ms": ms(percentile(sse_lat, 50)),

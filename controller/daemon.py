@@ -204,7 +204,12 @@ class Daemon:
                     # Stopping already: a second signal must not kill the process mid-close.
                     signal.signal(sig, signal.SIG_IGN)
             stopping()
-            log.info("daemon_stopped", table_id=self.config.table.id)
+            log.info(
+                "daemon_stopped",
+                table_id=self.config.table.id,
+                durable_commits=self.journal.durable_commits,
+                relaxed_commits=self.journal.relaxed_commits,
+            )
 
     async def _until(self, stop: asyncio.Event) -> None:
         await stop.wait()
