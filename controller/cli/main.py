@@ -45,9 +45,9 @@ def build_parser(
 
 def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
     """Subcommands that live in other modules, imported only when the CLI starts."""
-    from controller.cli import analyze, journal, monitor
+    from controller.cli import analyze, audit, journal, monitor
 
-    return [table.register, journal.register, analyze.register, monitor.register]
+    return [table.register, journal.register, audit.register, analyze.register, monitor.register]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

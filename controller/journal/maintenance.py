@@ -212,12 +212,27 @@ class SalvageReport:
         return out
 
 
+#: Columns later schemas added, copied by salvage when the damaged file has them.
+LATER_COLUMNS: dict[str, tuple[str, ...]] = {"events": ("chain",)}
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> tuple[str, ...]:
+    try:
+        present = {c[1] for c in conn.execute(f"PRAGMA table_info({table})")}
+    except sqlite3.DatabaseError:
+        present = set()
+    return COLUMNS[table] + tuple(c for c in LATER_COLUMNS.get(table, ()) if c in present)
+
+
 def _rows(
-    conn: sqlite3.Connection, table: str, skipped: list[tuple[int, int]]
+    conn: sqlite3.Connection,
+    table: str,
+    columns_of: tuple[str, ...],
+    skipped: list[tuple[int, int]],
 ) -> Iterator[tuple[Any, ...]]:
     """Every readable row of ``table`` as (rowid, columns…), in rowid order. A chunk that fails
     is read again row by row, and rows that cannot be read are noted in ``skipped``."""
-    columns = ", ".join(COLUMNS[table])
+    columns = ", ".join(columns_of)
     last = 0
     try:
         top = conn.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
@@ -286,11 +301,11 @@ def salvage_journal(
         writer.execute("BEGIN")
         round_ids: set[str] = set()
         for table in COLUMNS:
-            columns = COLUMNS[table]
+            columns = _columns(reader, table)
             marks = ", ".join("?" * len(columns))
             skipped: list[tuple[int, int]] = []
             copied = 0
-            for row in _rows(reader, table, skipped):
+            for row in _rows(reader, table, columns, skipped):
                 values = row[1:]
                 if table == "meta" and values[0] == "schema_version":
                     continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 _SCHEMA_1 = """
@@ -63,8 +63,14 @@ def _events_by_kind(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX events_kind ON events (kind, id)")
 
 
+def _event_chain(conn: sqlite3.Connection) -> None:
+    """Schema 3: each event's link in the journal's hash chain (docs/audit.md). Events written
+    before stay unchained (NULL); the chain starts at the first event after the migration."""
+    conn.execute("ALTER TABLE events ADD COLUMN chain TEXT")
+
+
 Migration = Callable[[sqlite3.Connection], None]
 
 #: Migration from version ``n`` to ``n + 1``, keyed by ``n``; each runs inside the opening
 #: transaction, which then records the new version.
-MIGRATIONS: dict[int, Migration] = {0: _create_schema_1, 1: _events_by_kind}
+MIGRATIONS: dict[int, Migration] = {0: _create_schema_1, 1: _events_by_kind, 2: _event_chain}

@@ -21,6 +21,7 @@ neither the rows nor the sequence numbers, so the sequence has no gaps.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -204,6 +205,35 @@ def to_json(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default)
 
 
+def chain_link(
+    previous: str, event_id: int, round_id: str | None, at: str, kind: str, payload: str
+) -> str:
+    """An event's link in the journal's hash chain: SHA-256 (hex) of the link before it and the
+    event's row as stored (its id, round, time, kind and payload text), canonical JSON."""
+    row = json.dumps(
+        [event_id, round_id, at, kind, payload], ensure_ascii=False, separators=(",", ":")
+    )
+    return hashlib.sha256(f"{previous}\n{row}".encode()).hexdigest()
+
+
+def seal_of(round_id: str, status: str, reason: str | None, result: str | None) -> dict[str, Any]:
+    """What a round's ``round_sealed`` event holds: its final status and reason and the SHA-256
+    of its result as stored."""
+    digest = None if result is None else hashlib.sha256(result.encode()).hexdigest()
+    return {"round_id": round_id, "status": status, "reason": reason, "result_sha256": digest}
+
+
+def _ranges(ids: Sequence[int]) -> list[list[int]]:
+    """Sorted ids as [first, last] runs."""
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return runs
+
+
 def _payload_bytes(payload: Payload) -> bytes:
     if isinstance(payload, bytes):
         return payload
@@ -259,15 +289,29 @@ class Transaction:
     def record_event(
         self, kind: str, payload: Mapping[str, Any] | BaseModel, round_id: str | None = None
     ) -> int:
+        """Append an event; its ``chain`` hash links it to the event before it
+        (:func:`chain_link`, docs/audit.md)."""
+        text = _event_payload(payload)
         try:
             cur = self._conn.execute(
                 "INSERT INTO events (round_id, at, kind, payload) VALUES (?, ?, ?, ?)",
-                (round_id, self._now, kind, _event_payload(payload)),
+                (round_id, self._now, kind, text),
             )
         except sqlite3.IntegrityError:
             raise JournalError(f"no round {round_id} in the journal") from None
         assert cur.lastrowid is not None
+        link = chain_link(self._journal._chain_head, cur.lastrowid, round_id, self._now, kind, text)
+        self._conn.execute("UPDATE events SET chain = ? WHERE id = ?", (link, cur.lastrowid))
+        self._journal._chain_head = link
         return cur.lastrowid
+
+    def _seal(self, round_id: str) -> None:
+        """Record the round's final word (status, reason, the result's SHA-256) in the chain,
+        so an edit of the round's row is caught (docs/audit.md)."""
+        row = self._conn.execute(
+            "SELECT status, reason, result FROM rounds WHERE round_id = ?", (round_id,)
+        ).fetchone()
+        self.record_event("round_sealed", seal_of(round_id, row[0], row[1], row[2]), round_id)
 
     def open_round(self, round_id: str, seq: int | None = None) -> int:
         open_id = self._journal._open_round_id(self._conn)
@@ -319,6 +363,7 @@ class Transaction:
                 round_id,
             ),
         )
+        self._seal(round_id)
         return [
             self.enqueue(m.topic, m.payload, m.qos, m.retain, round_id=round_id) for m in outbox
         ]
@@ -347,6 +392,7 @@ class Transaction:
             "WHERE round_id = ?",
             (RoundStatus.VOID.value, reason, _event_payload(result), self._now, round_id),
         )
+        self._seal(round_id)
         return [
             self.enqueue(m.topic, m.payload, m.qos, m.retain, round_id=round_id) for m in outbox
         ]
@@ -363,10 +409,20 @@ class Transaction:
             ).fetchone()
             if row is None or row[0] == RoundStatus.OPEN or row[1]:
                 raise JournalError(f"round {round_id} cannot be removed: open or with messages")
+        removed = [
+            int(i)
+            for r in round_ids
+            for (i,) in conn.execute("SELECT id FROM events WHERE round_id = ?", (r,))
+        ] + [int(e) for e in event_ids]
         conn.executemany("DELETE FROM events WHERE round_id = ?", [(r,) for r in round_ids])
         conn.executemany("DELETE FROM rounds WHERE round_id = ?", [(r,) for r in round_ids])
         conn.executemany(
             "DELETE FROM events WHERE id = ? AND round_id IS NULL", [(e,) for e in event_ids]
+        )
+        # The gap the rows leave in the hash chain is named, so an audit does not call it a
+        # deletion (docs/audit.md).
+        self.record_event(
+            "archived", {"rounds": len(round_ids), "event_ids": _ranges(sorted(removed))}
         )
 
     def enqueue(
@@ -451,8 +507,10 @@ class Journal:
         self._conn: sqlite3.Connection | None = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=10.0
         )
+        self._chain_head = ""
         try:
             self._setup(synchronous)
+            self._chain_head = self._read_chain_head()
         except BaseException:
             self._conn.close()
             self._conn = None
@@ -491,6 +549,12 @@ class Journal:
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     (str(version),),
                 )
+
+    def _read_chain_head(self) -> str:
+        row = self._connection.execute(
+            "SELECT chain FROM events WHERE chain IS NOT NULL ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        return "" if row is None else str(row[0])
 
     @staticmethod
     def _schema_version(conn: sqlite3.Connection) -> int:
@@ -546,12 +610,14 @@ class Journal:
                 self.relaxed_commits += 1
             else:
                 self.durable_commits += 1
+            head = self._chain_head
             conn.execute("BEGIN IMMEDIATE")
             self._in_transaction = True
             try:
                 yield Transaction(self, conn)
                 conn.execute("COMMIT")
             except BaseException:
+                self._chain_head = head  # nothing of the transaction was kept
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise

@@ -83,7 +83,7 @@ def test_a_sound_journal_checks_ok_even_while_open_for_writing(tmp_path: Path) -
             tx.record_event("tick", {"n": 0})
         result = check_journal(path)
     assert result.ok and result.status == 0 and result.mode == "integrity_check"
-    assert result.rounds == 20 and result.events == 20 * 4 + 1
+    assert result.rounds == 20 and result.events == 20 * 5 + 1  # 3, the seal, an alarm; a tick
     assert "ok" in result.summary()
     assert check_journal(path, full_check_max_bytes=1).mode == "quick_check"
 
@@ -151,7 +151,7 @@ def test_one_corrupted_page_is_found_and_salvage_loses_only_its_rows(tmp_path: P
     out = tmp_path / "salvaged.sqlite3"
     report = salvage_journal(path, out)
     lost = {t: sum(b - a + 1 for a, b in r if b >= a) for t, r in report.skipped.items()}
-    total = {"rounds": 300, "events": 300 * 4}
+    total = {"rounds": 300, "events": 300 * 5}
     for table, count in total.items():
         assert report.copied[table] + lost[table] >= count - 60, (table, report.lines())
     assert sum(report.copied[t] for t in total) >= sum(total.values()) - 60  # one page's rows
@@ -221,7 +221,10 @@ def test_old_rounds_go_to_a_checksummed_archive_then_leave_the_journal(tmp_path:
                 loose += 1
     assert set(archived) == set(before_rounds) - left
     for rid, item in archived.items():
-        assert item["result"] == before_rounds[rid].result and len(item["events"]) == 3
+        assert item["result"] == before_rounds[rid].result
+        assert [e["kind"] for e in item["events"]][-1] == "round_sealed" and len(
+            item["events"]
+        ) == 4
     assert loose == 24  # the alarms between rounds of the first day
 
 

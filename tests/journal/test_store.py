@@ -142,7 +142,8 @@ def test_round_lifecycle_and_queries(journal: Journal, clock: FakeClock) -> None
     assert record.closed_at == "2025-03-01T20:00:31.500Z"
     assert record.result == {"seats": {"1": "win"}}
     assert [(e.id, e.kind, e.at) for e in record.events] == [
-        (event_id, "deal_started", "2025-03-01T20:00:01.500Z")
+        (event_id, "deal_started", "2025-03-01T20:00:01.500Z"),
+        (event_id + 2, "round_sealed", "2025-03-01T20:00:31.500Z"),  # its close, in the chain
     ]
     assert row.round_id == round_id and row.json()["msg_id"] == row.msg_id
     assert row.json()["at"] == row.created_at == "2025-03-01T20:00:31.500Z"
@@ -164,7 +165,7 @@ def test_round_lifecycle_and_queries(journal: Journal, clock: FakeClock) -> None
     ]
     stats = journal.stats()
     assert stats.rounds == 2 and stats.by_status == {"settled": 1, "dead": 1}
-    assert stats.events == 3 and stats.outbox_pending == 2
+    assert stats.events == 3 + 2 and stats.outbox_pending == 2  # and the two rounds' seals
     assert stats.round_seq == 2 and stats.message_seq == 2
 
 
@@ -267,7 +268,8 @@ def test_recover_voids_open_rounds(db: Path, clock: FakeClock) -> None:
         assert record is not None
         assert (record.status, record.reason) == (RoundStatus.VOID, "restart")
         assert record.closed_at == "2025-03-01T20:01:00.000Z"
-        assert len(record.events) == 1, "the round's events are kept"
+        kinds = [e.kind for e in record.events]
+        assert kinds == ["packet_dealt", "round_sealed"], "the round's events are kept, sealed"
         assert voided == [
             VoidedRound(
                 crashed, "PG-07", 2, "2025-03-01T20:00:00.000Z", record.closed_at, "restart"
@@ -430,5 +432,5 @@ def test_a_schema_1_journal_is_migrated_with_its_rows(tmp_path: Path) -> None:
                 "EXPLAIN QUERY PLAN SELECT id FROM events WHERE kind = 'deal_seen' ORDER BY id DESC"
             )
         )
-    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 2
+    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION >= 2
     assert "events_kind" in indexes and "events_kind" in plan

@@ -1,0 +1,53 @@
+"""``paigow-table audit verify|recall``: the journal as a regulator reads it (docs/audit.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from controller.journal.audit import verify_journal
+
+    report = verify_journal(args.journal)
+    for finding in report.findings:
+        print(finding.line(), file=sys.stderr, flush=True)
+    print(report.summary(), flush=True)
+    return 0 if report.ok else 1
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from controller.journal.audit import recall_rounds, recall_text
+
+    rounds = recall_rounds(
+        args.journal, last=args.last, round_id=args.round, since=args.since, until=args.until
+    )
+    if args.json:
+        for r in rounds:
+            print(json.dumps(r, ensure_ascii=False), flush=True)
+    else:
+        for line in recall_text(rounds):
+            print(line, flush=True)
+    return 0 if rounds else 1
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "audit",
+        help="verify the journal's hash chain, recall rounds",
+        description="The journal as a regulator reads it (docs/audit.md).",
+    )
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    v = actions.add_parser("verify", help="check the hash chain and every round's seal (exit 1)")
+    v.add_argument("--journal", required=True)
+    v.set_defaults(func=cmd_verify)
+    r = actions.add_parser("recall", help="print rounds with everything journaled about them")
+    r.add_argument("--journal", required=True)
+    which = r.add_mutually_exclusive_group()
+    which.add_argument("--last", type=int, default=10, help="the last N rounds (default 10)")
+    which.add_argument("--round", help="one round, by its id")
+    which.add_argument("--since", help="rounds opened at or after this ISO time")
+    r.add_argument("--until", help="… and before this ISO time")
+    r.add_argument("--json", action="store_true", help="one JSON object a round")
+    r.set_defaults(func=cmd_recall)

@@ -1,0 +1,286 @@
+"""The journal as a regulator reads it (docs/audit.md): ``verify`` checks its hash chain and
+every round against its seal; ``recall`` gives rounds with everything journaled about them.
+
+The chain (schema 3, controller/journal/store.py ``chain_link``): every event row carries the
+SHA-256 of the link before it and its own row as stored, and every round's close is sealed by a
+``round_sealed`` event holding its status, reason and the SHA-256 of its result. So an edited
+event breaks its own link, a deleted or reordered one breaks the next link, and an edited round
+row no longer matches its seal. Rows removed by retention are named by an ``archived`` event, so
+the gap they leave is not reported. Everything is read-only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from controller.journal.store import chain_link, seal_of
+
+BATCH = 5_000
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Something the audit found wrong: the round it concerns (if any) and the row."""
+
+    detail: str
+    round_id: str | None = None
+    round_seq: int | None = None
+    row: int | None = None
+
+    def line(self) -> str:
+        where = []
+        if self.round_seq is not None:
+            where.append(f"round #{self.round_seq}")
+        if self.round_id is not None:
+            where.append(self.round_id)
+        if self.row is not None:
+            where.append(f"event row {self.row}")
+        return f"{' '.join(where) or 'journal'}: {self.detail}"
+
+
+@dataclass
+class AuditReport:
+    path: str
+    events: int = 0
+    chained: int = 0
+    unchained: int = 0  # written before the chain existed (schema < 3)
+    anchors: int = 0  # links after rows retention removed: not checkable against them
+    rounds: int = 0
+    sealed: int = 0
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def summary(self) -> str:
+        verdict = "ok" if self.ok else f"{len(self.findings)} problem(s)"
+        return (
+            f"journal {self.path}: {verdict}; {self.chained} chained events checked"
+            f" ({self.unchained} older unchained, {self.anchors} after archived rows), "
+            f"{self.sealed} of {self.rounds} rounds checked against their seals"
+        )
+
+
+def _open(path: str | os.PathLike[str]) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{quote(os.fspath(path))}?mode=ro", uri=True, timeout=10.0)
+
+
+def _events(conn: sqlite3.Connection) -> Iterator[tuple[Any, ...]]:
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT id, round_id, at, kind, payload, chain FROM events WHERE id > ? "
+            "ORDER BY id LIMIT ?",
+            (last, BATCH),
+        ).fetchall()
+        if not rows:
+            return
+        yield from rows
+        last = rows[-1][0]
+
+
+def _archived(conn: sqlite3.Connection) -> list[tuple[int, int]]:
+    ranges: list[tuple[int, int]] = []
+    for (payload,) in conn.execute("SELECT payload FROM events WHERE kind = 'archived'"):
+        ranges.extend((int(a), int(b)) for a, b in json.loads(payload).get("event_ids", []))
+    return sorted(ranges)
+
+
+def _covered(ranges: list[tuple[int, int]], first: int, last: int) -> bool:
+    """Whether every id from ``first`` to ``last`` lies in the archived ranges."""
+    at = first
+    for a, b in ranges:
+        if a <= at <= b:
+            at = b + 1
+            if at > last:
+                return True
+    return at > last
+
+
+def verify_journal(path: str | os.PathLike[str]) -> AuditReport:
+    """Check the hash chain of every event and every closed round against its seal."""
+    report = AuditReport(os.fspath(path))
+    with contextlib.closing(_open(path)) as conn:
+        columns = {c[1] for c in conn.execute("PRAGMA table_info(events)")}
+        if "chain" not in columns:
+            report.findings.append(Finding("the journal has no hash chain (schema before 3)"))
+            return report
+        archived = _archived(conn)
+        seq_of = dict(conn.execute("SELECT round_id, seq FROM rounds"))
+        seals: dict[str, tuple[int, dict[str, Any]]] = {}
+        prev_id: int | None = None
+        prev_link = ""
+        for event_id, round_id, at, kind, payload, link in _events(conn):
+            report.events += 1
+            if link is None:
+                report.unchained += 1
+                prev_id, prev_link = event_id, ""
+                continue
+            report.chained += 1
+            gap = prev_id is not None and event_id != prev_id + 1
+            if gap and prev_id is not None and _covered(archived, prev_id + 1, event_id - 1):
+                report.anchors += 1  # its link is to a row retention archived
+            elif link != chain_link(prev_link, event_id, round_id, at, kind, payload):
+                detail = (
+                    f"the chain is broken before it: rows {prev_id + 1}–{event_id - 1} were deleted"
+                    if gap and prev_id is not None
+                    else "its hash does not match its content: this row or the one before it "
+                    "was changed, or rows were reordered"
+                )
+                report.findings.append(Finding(detail, round_id, seq_of.get(round_id), event_id))
+            if kind == "round_sealed" and round_id is not None:
+                seals[round_id] = (event_id, json.loads(payload))
+            prev_id, prev_link = event_id, link
+        for round_id, seq, status, reason, result in conn.execute(
+            "SELECT round_id, seq, status, reason, result FROM rounds ORDER BY seq"
+        ):
+            report.rounds += 1
+            if status == "open":
+                continue
+            sealed = seals.get(round_id)
+            if sealed is None:
+                chained = conn.execute(
+                    "SELECT 1 FROM events WHERE round_id = ? AND chain IS NOT NULL LIMIT 1",
+                    (round_id,),
+                ).fetchone()
+                if chained:
+                    report.findings.append(
+                        Finding("closed, but its seal is missing", round_id, seq)
+                    )
+                continue
+            report.sealed += 1
+            row, seal = sealed
+            if seal != seal_of(round_id, status, reason, result):
+                what = [
+                    name
+                    for name, now in (("status", status), ("reason", reason))
+                    if seal.get(name) != now
+                ]
+                if seal != seal_of(round_id, seal.get("status", ""), seal.get("reason"), result):
+                    what.append("result")
+                report.findings.append(
+                    Finding(
+                        f"its {', '.join(what) or 'row'} differs from what was sealed when it "
+                        "closed: the journal was edited",
+                        round_id,
+                        seq,
+                        row,
+                    )
+                )
+    return report
+
+
+# --- recall ------------------------------------------------------------------------------------
+
+
+def recall_rounds(
+    path: str | os.PathLike[str],
+    *,
+    last: int | None = 10,
+    round_id: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> list[dict[str, Any]]:
+    """Rounds as a regulator reads them: the round row, its result, every event of it (ticks
+    left out), oldest first. By id, by opening time (``since``/``until``, ISO), or the last N."""
+    with contextlib.closing(_open(path)) as conn:
+        query = "SELECT round_id, table_id, seq, opened_at, closed_at, status, reason, result "
+        if round_id is not None:
+            rows = conn.execute(query + "FROM rounds WHERE round_id = ?", (round_id,)).fetchall()
+        elif since is not None or until is not None:
+            rows = conn.execute(
+                query + "FROM rounds WHERE opened_at >= ? AND opened_at < ? ORDER BY seq",
+                (since or "", until or "9999"),
+            ).fetchall()
+        else:
+            rows = conn.execute(
+                query + "FROM rounds ORDER BY seq DESC LIMIT ?", (last or 10,)
+            ).fetchall()[::-1]
+        out = []
+        for rid, table_id, seq, opened, closed, status, reason, result in rows:
+            events = [
+                {"id": e[0], "at": e[1], "kind": e[2], "payload": json.loads(e[3])}
+                for e in conn.execute(
+                    "SELECT id, at, kind, payload FROM events WHERE round_id = ? "
+                    "AND kind != 'tick' ORDER BY id",
+                    (rid,),
+                )
+            ]
+            out.append(
+                {
+                    "round_id": rid,
+                    "table_id": table_id,
+                    "round_seq": seq,
+                    "opened_at": opened,
+                    "closed_at": closed,
+                    "status": status,
+                    "reason": reason,
+                    "result": None if result is None else json.loads(result),
+                    "events": events,
+                }
+            )
+    return out
+
+
+def _side(out: dict[str, Any] | None) -> str:
+    if not out:
+        return "-"
+    pays = out.get("pays")
+    verdict = "loses" if pays == -1 else "push" if pays == 0 else f"pays {pays} to 1"
+    win = f" ({out['win']:+})" if out.get("win") is not None else ""
+    return f"{str(out.get('line', '')).replace('_', ' ')}: {verdict}{win}"
+
+
+def recall_text(rounds: list[dict[str, Any]]) -> Iterator[str]:
+    """The recalled rounds for a person, one block each."""
+    for r in rounds:
+        res = r["result"] or {}
+        yield (
+            f"Round #{r['round_seq']}  {r['round_id']}  {r['status'].upper()}"
+            + (f" ({r['reason']})" if r["reason"] else "")
+            + f"  opened {r['opened_at']}  closed {r['closed_at'] or '-'}"
+        )
+        draw = res.get("first_position")
+        if draw:
+            how = draw.get("dice") or draw.get("number")
+            yield f"  first position: {draw['method']} {how} → position {draw['position']}"
+        if res.get("shuffle_id"):
+            yield f"  shuffle {res['shuffle_id']} from {res.get('card_source', '')}"
+        for p in res.get("positions", []):
+            yield f"  position {p['position']} ({p['seat']}, packet {p['packet']}): " + " ".join(
+                p["cards"]
+            )
+        dealer = res.get("dealer")
+        if dealer:
+            setting = dealer.get("setting")
+            if dealer.get("two_jacks"):
+                yield "  dealer: two Jacks — every Pai Gow wager loses"
+            elif setting:
+                yield (
+                    f"  dealer sets {' '.join(setting['front'])} | {' '.join(setting['back'])}"
+                    f"  (House Way {setting['rule']}: {setting['front_hand']} / "
+                    f"{setting['back_hand']})"
+                )
+        for seat in res.get("seats", []):
+            yield (
+                f"  seat {seat['seat']}: {' '.join(seat['cards'])} ({seat['best_hand']}); "
+                f"Chan Chu {_side(seat.get('chan_chu'))}; Jacks Beat "
+                f"{_side(seat.get('jacks_beat'))}; Ace High {_side(seat.get('push_ace_high'))}"
+            )
+        for reason in res.get("reasons", []):
+            yield f"  reason: {reason.get('code')}: {reason.get('detail')}"
+        for e in r["events"]:
+            if e["kind"] in ("packet_dealt", "round_sealed", "deal_seen"):
+                continue
+            p = e["payload"]
+            text = p.get("detail") or p.get("code") or p.get("reason") or ""
+            yield f"  {e['at']}  {e['kind']}  {text}".rstrip()
+        yield ""
