@@ -125,13 +125,15 @@ def verify_journal(path: str | os.PathLike[str]) -> AuditReport:
                 prev_id, prev_link = event_id, ""
                 continue
             report.chained += 1
-            gap = prev_id is not None and event_id != prev_id + 1
-            if gap and prev_id is not None and _covered(archived, prev_id + 1, event_id - 1):
+            first_missing = (prev_id or 0) + 1
+            gap = event_id != first_missing
+            if gap and _covered(archived, first_missing, event_id - 1):
                 report.anchors += 1  # its link is to a row retention archived
             elif link != chain_link(prev_link, event_id, round_id, at, kind, payload):
                 detail = (
-                    f"the chain is broken before it: rows {prev_id + 1}–{event_id - 1} were deleted"
-                    if gap and prev_id is not None
+                    f"the chain is broken before it: rows {first_missing}–{event_id - 1} were "
+                    "deleted"
+                    if gap
                     else "its hash does not match its content: this row or the one before it "
                     "was changed, or rows were reordered"
                 )

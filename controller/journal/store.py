@@ -726,7 +726,8 @@ class Journal:
                 EventRecord(e[0], e[1], e[2], e[3], json.loads(e[4]))
                 for e in conn.execute(
                     "SELECT id, round_id, at, kind, payload FROM events "
-                    "WHERE round_id IS NULL AND at < ? ORDER BY id LIMIT ?",
+                    "WHERE round_id IS NULL AND at < ? AND kind != 'archived' "
+                    "ORDER BY id LIMIT ?",
                     (before, 10 * limit),
                 )
             ]

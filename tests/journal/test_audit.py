@@ -1,0 +1,131 @@
+"""The journal's hash chain and `paigow-table audit verify|recall` (docs/audit.md): a journal the
+demo wrote verifies; any edit of a result, an event, a deletion or a reordering is found and
+named by its round; retention's gaps are not called deletions; recall prints the rounds."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from controller.journal import Journal
+from controller.journal.audit import recall_rounds, verify_journal
+from controller.journal.maintenance import archive_rounds
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def demo_journal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Five rounds the demo dealt (simulated devices through the real daemon), and one with
+    a fault (a short packet: a dead round)."""
+    path = tmp_path_factory.mktemp("audit") / "demo.sqlite3"
+    done = _cli(
+        "demo", "--rounds", "8", "--no-mqtt", "--journal", str(path), "--interval", "0",
+        "--seed", "3", "--http-port", "0", "--fault-rate", "0.4",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+def _copy(path: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "copy.sqlite3"
+    shutil.copy(path, target)
+    return target
+
+
+def test_a_journal_the_demo_wrote_verifies(demo_journal: Path) -> None:
+    done = _cli("audit", "verify", "--journal", str(demo_journal))
+    assert done.returncode == 0, done.stderr
+    report = verify_journal(demo_journal)
+    with sqlite3.connect(demo_journal) as conn:
+        closed = conn.execute("SELECT count(*) FROM rounds WHERE status != 'open'").fetchone()[0]
+    assert report.ok and report.sealed == closed >= 7  # a fault may leave the last one open
+    assert report.chained == report.events > 8 * 10
+
+
+def _round_of(path: Path, seq: int) -> str:
+    with sqlite3.connect(path) as conn:
+        return str(conn.execute("SELECT round_id FROM rounds WHERE seq = ?", (seq,)).fetchone()[0])
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (
+            "UPDATE rounds SET result = replace(result, '\"pays\":', '\"pays\":5') WHERE seq = 3",
+            "result differs",
+        ),
+        ("UPDATE rounds SET status = 'void', reason = 'x' WHERE seq = 3", "status, reason"),
+        (
+            "UPDATE events SET payload = replace(payload, '\"index\":', '\"index\":1') "
+            "WHERE id = (SELECT min(id) FROM events WHERE kind = 'packet_dealt' AND "
+            "round_id = (SELECT round_id FROM rounds WHERE seq = 3))",
+            "does not match its content",
+        ),
+        (
+            "DELETE FROM events WHERE id = (SELECT min(id) FROM events WHERE round_id = "
+            "(SELECT round_id FROM rounds WHERE seq = 3))",
+            "deleted",
+        ),
+        (
+            "UPDATE events SET id = -id WHERE round_id = (SELECT round_id FROM rounds WHERE "
+            "seq = 3) AND kind IN ('deal_started', 'position_assigned')",
+            "",
+        ),
+    ],
+)
+def test_every_edit_is_found_and_names_its_round(
+    demo_journal: Path, tmp_path: Path, edit: str, expected: str
+) -> None:
+    path = _copy(demo_journal, tmp_path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute(edit).rowcount >= 1
+    done = _cli("audit", "verify", "--journal", str(path))
+    assert done.returncode == 1
+    assert f"round #3 {_round_of(path, 3)}" in done.stderr, done.stderr
+    assert expected in done.stderr
+
+
+def test_retention_gaps_are_not_deletions(demo_journal: Path, tmp_path: Path) -> None:
+    path = _copy(demo_journal, tmp_path)
+    with Journal.open(path, "PG-DEMO") as journal:
+        report = archive_rounds(
+            journal, before=datetime(2100, 1, 1, tzinfo=UTC), directory=tmp_path / "a", batch=3
+        )
+    assert report.rounds >= 7
+    after = verify_journal(path)
+    assert after.ok, [f.line() for f in after.findings]
+    assert after.anchors >= 1
+
+
+def test_recall_prints_each_round_as_journaled(demo_journal: Path) -> None:
+    done = _cli("audit", "recall", "--journal", str(demo_journal), "--last", "10")
+    assert done.returncode == 0
+    rounds = recall_rounds(demo_journal, last=10)
+    assert len(rounds) >= 8
+    for r in rounds:
+        assert f"Round #{r['round_seq']}  {r['round_id']}" in done.stdout
+        if r["status"] == "settled":
+            rule = r["result"]["dealer"]["setting"]
+            if rule:
+                assert f"House Way {rule['rule']}" in done.stdout
+    as_json = _cli("audit", "recall", "--journal", str(demo_journal), "--last", "2", "--json")
+    lines = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [r["round_id"] for r in lines] == [r["round_id"] for r in rounds[-2:]]
+    one = _cli("audit", "recall", "--journal", str(demo_journal), "--round", rounds[0]["round_id"])
+    assert one.stdout.startswith(f"Round #{rounds[0]['round_seq']}")
