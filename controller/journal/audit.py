@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from controller.game.deal import DEAD_CODES, MISDEAL_CODES
 from controller.journal.store import chain_link, seal_of
 
 BATCH = 5_000
@@ -54,6 +55,7 @@ class AuditReport:
     anchors: int = 0  # links after rows retention removed: not checkable against them
     rounds: int = 0
     sealed: int = 0
+    recomputed: int = 0  # rounds dealt again from their device events, agreeing or not
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -65,7 +67,8 @@ class AuditReport:
         return (
             f"journal {self.path}: {verdict}; {self.chained} chained events checked"
             f" ({self.unchained} older unchained, {self.anchors} after archived rows), "
-            f"{self.sealed} of {self.rounds} rounds checked against their seals"
+            f"{self.sealed} of {self.rounds} rounds checked against their seals, "
+            f"{self.recomputed} dealt again from their device events"
         )
 
 
@@ -177,7 +180,124 @@ def verify_journal(path: str | os.PathLike[str]) -> AuditReport:
                         row,
                     )
                 )
+            if result is None or status not in ("settled", "dead", "misdeal"):
+                continue
+            try:
+                recorded = json.loads(result)
+                codes = {r.get("code") for r in recorded.get("reasons", [])}
+            except (ValueError, AttributeError, TypeError):
+                report.findings.append(Finding("its result is not a round", round_id, seq))
+                continue
+            if not codes <= _RECOMPUTED_REASONS:
+                continue  # decided by something besides its cards (a timeout, a new deal, …)
+            events = [
+                (kind, json.loads(payload))
+                for kind, payload in conn.execute(
+                    "SELECT kind, payload FROM events WHERE round_id = ? ORDER BY id",
+                    (round_id,),
+                )
+            ]
+            report.recomputed += 1
+            try:
+                differs = recompute_round(recorded, events)
+            except (ValueError, KeyError, TypeError) as exc:  # a field edited out of shape
+                differs = f"result, which cannot be read back ({type(exc).__name__}: {exc})"
+            if differs:
+                report.findings.append(
+                    Finding(
+                        f"dealt again from its device events by the rules engine, its "
+                        f"{differs!r} differs from what was recorded and sent",
+                        round_id,
+                        seq,
+                    )
+                )
     return report
+
+
+# --- recompute ---------------------------------------------------------------------------------
+
+#: Rounds the audit recomputes: decided by their own cards and draw alone.
+_RECOMPUTED_REASONS = DEAD_CODES | MISDEAL_CODES
+_DEAL_KINDS = frozenset(
+    {"deal_started", "packet_dealt", "card_dealt", "stub_verified", "deal_ended", "position_drawn"}
+)
+_VOLATILE = ("opened_at", "closed_at")
+
+
+def recompute_round(result: dict[str, Any], events: list[tuple[str, dict[str, Any]]]) -> str:
+    """Deal the round again from its journaled device events through the rules engine (a fresh
+    :class:`~controller.table.Table` set up with the round's own rules, paytables, seats and
+    wagers) and compare with what was recorded and sent. Returns "" when they agree, else the
+    first field that differs."""
+    from datetime import datetime
+
+    from controller.game.paytables import (
+        chan_chu_paytable,
+        envy_paytable,
+        jacks_beat_paytable,
+    )
+    from controller.game.setting import Rules
+    from controller.messages import Wagers
+    from controller.table import RoundClosed, Table, TableSettings
+    from drivers.events import PositionDrawn, parse_event
+
+    rules = result.get("rules") or {}
+    tables = result.get("paytables") or {}
+    seats = {
+        int(p["position"]): str(p["seat"])
+        for p in result.get("positions", [])
+        if int(p["position"]) != 1
+    }
+    if not seats:  # a dead round that never reached positions: its packets, in dealing order
+        seats = {pos: str(pos - 1) for pos in range(2, 8)}
+    settings = TableSettings(
+        table_id=str(result.get("round_id", "")).rsplit("-", 1)[0],
+        seats=seats,
+        rules=Rules(
+            wheel_rank=rules.get("wheel_rank", "second_highest"),
+            ace_high_pushes_pai_gow=bool(rules.get("ace_high_pushes_pai_gow", False)),
+        ),
+        chan_chu=chan_chu_paytable(tables.get("chan_chu", "PT1")),
+        jacks_beat=jacks_beat_paytable(tables.get("jacks_beat", "A")),
+        envy=envy_paytable(tables["envy"]) if tables.get("envy") else None,
+    )
+    closed_at = datetime.fromisoformat(str(result.get("closed_at")))
+    table = Table(
+        settings,
+        new_round_id=lambda: str(result["round_id"]),
+        clock=lambda: closed_at,
+        next_round_seq=int(result.get("round_seq", 1)),
+    )
+    played = {str(s["seat"]) for s in result.get("seats", [])}
+    if played:
+        table.occupied.update({label: label in played for label in table.occupied})
+    for seat in result.get("seats", []):
+        if seat.get("wagers"):
+            table.wagers[str(seat["seat"])] = Wagers.model_validate(seat["wagers"])
+    closed: dict[str, Any] | None = None
+    for kind, payload in events:
+        if kind == "position_assigned":
+            event: Any = PositionDrawn(
+                device="journal",
+                method=payload["method"],
+                number=payload.get("number"),
+                dice=payload.get("dice"),
+            )
+        elif kind in _DEAL_KINDS:
+            event = parse_event(payload)
+        else:
+            continue
+        for effect in table.handle(event):
+            if isinstance(effect, RoundClosed) and closed is None:
+                closed = effect.payload.model_dump(mode="json")
+    if closed is None:
+        return "the events do not complete a deal"
+    for key in sorted(set(closed) | set(result)):
+        if key in _VOLATILE:
+            continue
+        if closed.get(key) != result.get(key):
+            return key
+    return ""
 
 
 # --- recall ------------------------------------------------------------------------------------

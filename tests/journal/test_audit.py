@@ -129,3 +129,35 @@ def test_recall_prints_each_round_as_journaled(demo_journal: Path) -> None:
     assert [r["round_id"] for r in lines] == [r["round_id"] for r in rounds[-2:]]
     one = _cli("audit", "recall", "--journal", str(demo_journal), "--round", rounds[0]["round_id"])
     assert one.stdout.startswith(f"Round #{rounds[0]['round_seq']}")
+
+
+def test_an_edit_with_its_seal_and_chain_forged_too_is_caught_by_dealing_again(
+    demo_journal: Path, tmp_path: Path
+) -> None:
+    """An attacker who edits a result and rewrites its seal and every link after it (there is no
+    key in the file) is caught by the recompute: the round dealt again from its device events
+    does not give what was recorded."""
+    from controller.journal.store import chain_link, seal_of
+
+    path = _copy(demo_journal, tmp_path)
+    with sqlite3.connect(path) as conn:
+        rid, status, reason, result = conn.execute(
+            "SELECT round_id, status, reason, result FROM rounds WHERE status = 'settled' "
+            "ORDER BY seq LIMIT 1"
+        ).fetchone()
+        data = json.loads(result)
+        data["seats"][0]["chan_chu"]["pays"] += 500  # Chan Chu paying 500
+        forged = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        conn.execute("UPDATE rounds SET result = ? WHERE round_id = ?", (forged, rid))
+        conn.execute(
+            "UPDATE events SET payload = ? WHERE round_id = ? AND kind = 'round_sealed'",
+            (json.dumps(seal_of(rid, status, reason, forged), separators=(",", ":")), rid),
+        )
+        prev = ""
+        rows = conn.execute("SELECT id, round_id, at, kind, payload FROM events ORDER BY id")
+        for event_id, round_id, at, kind, payload in rows.fetchall():
+            prev = chain_link(prev, event_id, round_id, at, kind, payload)
+            conn.execute("UPDATE events SET chain = ? WHERE id = ?", (prev, event_id))
+    report = verify_journal(path)
+    assert [f.round_id for f in report.findings] == [rid]
+    assert "dealt again from its device events" in report.findings[0].detail
