@@ -38,6 +38,7 @@ from controller.messages import (
     envelope,
 )
 from controller.ports import Service
+from controller.software import SoftwareCheck
 from controller.systemd import ready, stopping, watchdog_loop
 from controller.table import (
     AlarmRaised,
@@ -112,6 +113,7 @@ class Daemon:
     clock: Callable[[], datetime] = utc_now
     tick_interval: float = 1.0
     config_digest: str = ""
+    software: SoftwareCheck | None = None  # the start's check of the installed files
     #: How often the journal's free space is looked at (seconds, at a tick).
     disk_check_interval: float = 5.0
 
@@ -124,6 +126,8 @@ class Daemon:
             software_version=__version__,
             config_digest=self.config_digest,
             recent_deals=self.journal.recent_deals(),
+            software_digest=self.software.digest if self.software else "",
+            software_verified=self.software.verified if self.software else None,
         )
         self.queue: asyncio.Queue[TableEvent | _CommandItem] = asyncio.Queue()
         self.listeners: list[Listener] = []

@@ -208,6 +208,12 @@ class StatusPayload(Payload):
     round_id: str | None = None
     software_version: str = ""
     config_digest: str = ""
+    software_digest: str = Field(
+        "", description="SHA-256 over the installed files and their hashes (docs/audit.md)"
+    )
+    software_verified: bool | None = Field(
+        None, description="every installed file matched the package at start; null: a dev install"
+    )
     fault: FaultOut | None = Field(
         None, description="set while state is fault: do not settle by the display"
     )

@@ -26,6 +26,7 @@ from controller.journal.maintenance import check_journal
 from controller.logging import bind_table, configure_logging
 from controller.ports import Service
 from controller.services import PoleService
+from controller.software import SoftwareCheck, check_software
 from drivers.base import Device, DisplaySink
 
 log = structlog.get_logger(__name__)
@@ -34,6 +35,7 @@ log = structlog.get_logger(__name__)
 #: cannot mend them, a person must (docs/faults.md).
 EXIT_JOURNAL_DAMAGED = 65  # EX_DATAERR: not a journal, a corrupt page, a newer schema
 EXIT_JOURNAL_UNWRITABLE = 73  # EX_CANTCREAT: a full disk, an I/O error, no permission
+EXIT_SOFTWARE_CHANGED = 70  # EX_SOFTWARE: an installed file differs from the package
 
 #: Less free space than this on the journal's disk at start is a full disk (status 73).
 START_MIN_FREE = 4 * 2**20
@@ -109,10 +111,16 @@ def build_daemon(
     services: Iterable[Service] = (),
     *,
     config_digest: str = "",
+    software: SoftwareCheck | None = None,
 ) -> Daemon:
     """A daemon for ``config`` that runs ``devices`` and ``services``."""
     return Daemon(
-        config, journal, devices=list(devices), services=list(services), config_digest=config_digest
+        config,
+        journal,
+        devices=list(devices),
+        services=list(services),
+        config_digest=config_digest,
+        software=software,
     )
 
 
@@ -136,6 +144,12 @@ async def run_from_config(
     bind_table(config.table.id)
     for warning in warnings:
         log.warning("config_warning", file=warning.file, key=warning.key, detail=warning.message)
+    software = check_software()
+    if not software.ok:
+        print(software.summary(), file=sys.stderr, flush=True)
+        return EXIT_SOFTWARE_CHANGED
+    if software.editable:
+        log.warning("software_unverified", detail=software.summary())
     devices, sinks = build_devices(config, path)
     journal_path = str(config.journal.path)
     if (free := _free_bytes(journal_path)) is not None and free < START_MIN_FREE:
@@ -166,7 +180,14 @@ async def run_from_config(
             *default_services(config, sinks),
             *(extra_services(config) if extra_services else ()),
         ]
-        daemon = build_daemon(config, journal, devices, services, config_digest=config_digest(path))
+        daemon = build_daemon(
+            config,
+            journal,
+            devices,
+            services,
+            config_digest=config_digest(path),
+            software=software,
+        )
         await daemon.run(handle_signals=True)
     except (sqlite3.Error, JournalError) as exc:
         # Opening the journal, reading its state, voiding the rounds a crash left open: the

@@ -32,7 +32,36 @@ def cmd_recall(args: argparse.Namespace) -> int:
     return 0 if rounds else 1
 
 
+def cmd_authenticate(args: argparse.Namespace) -> int:
+    from controller.software import authenticate, check_software
+
+    try:
+        answer = authenticate(args.nonce)
+    except ValueError as exc:
+        print(f"authenticate: {exc}", file=sys.stderr, flush=True)
+        return 2
+    check = check_software()
+    answer["verified"] = check.verified
+    answer["software_digest"] = check.digest
+    if args.config:
+        from controller.wiring import config_digest
+
+        answer["config_digest"] = config_digest(args.config)
+    print(json.dumps(answer), flush=True)
+    return 0 if check.ok else 1
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "authenticate",
+        help="HMAC-SHA256 of every installed file, keyed by a nonce (software authentication)",
+        description="Software authentication on demand (docs/audit.md): HMAC-SHA256 keyed by "
+        "NONCE over every installed file in a fixed order, the version, whether every file "
+        "still matches the package, and the config's digest. Exit 1 if a file differs.",
+    )
+    p.add_argument("--nonce", required=True, help="the regulator's tool's challenge")
+    p.add_argument("--config", help="the table's config file, for its digest")
+    p.set_defaults(func=cmd_authenticate)
     p = sub.add_parser(
         "audit",
         help="verify the journal's hash chain, recall rounds",

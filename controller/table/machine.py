@@ -255,6 +255,8 @@ class Table:
         software_version: str = "",
         config_digest: str = "",
         recent_deals: Iterable[tuple[int, str, str]] = (),
+        software_digest: str = "",
+        software_verified: bool | None = None,
     ) -> None:
         """``recent_deals``: (round number, shuffle id, fingerprint) of earlier complete deals,
         oldest first (the journal's ``deal_seen`` events), so a replay is refused across
@@ -265,6 +267,7 @@ class Table:
         self._next_seq = next_round_seq
         self._software_version = software_version
         self._config_digest = config_digest
+        self._software = (software_digest, software_verified)
         self.round: _Round | None = None
         self.pending_draw: PositionDraw | None = None
         self.table_open = True
@@ -462,6 +465,8 @@ class Table:
             round_id=self.round.round_id if self.round and not self.round.closed else None,
             software_version=self._software_version,
             config_digest=self._config_digest,
+            software_digest=self._software[0],
+            software_verified=self._software[1],
         )
 
     # --- the deal -----------------------------------------------------------------------

@@ -8,7 +8,11 @@ from pathlib import Path
 
 from controller.config import EXIT_CONFIG_ERROR
 from controller.config.models import DisplayConfig
-from controller.wiring import EXIT_JOURNAL_DAMAGED, EXIT_JOURNAL_UNWRITABLE
+from controller.wiring import (
+    EXIT_JOURNAL_DAMAGED,
+    EXIT_JOURNAL_UNWRITABLE,
+    EXIT_SOFTWARE_CHANGED,
+)
 
 UNIT = Path(__file__).resolve().parents[2] / "systemd" / "paigow-table.service"
 
@@ -29,6 +33,7 @@ def test_statuses_a_restart_cannot_mend_are_not_restarted() -> None:
     assert {int(s) for s in prevent.split()} == {
         EXIT_JOURNAL_DAMAGED,
         EXIT_JOURNAL_UNWRITABLE,
+        EXIT_SOFTWARE_CHANGED,
         EXIT_CONFIG_ERROR,
     }
 
