@@ -13,7 +13,7 @@ import hmac
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,8 @@ STATIC_DIR = Path(__file__).with_name("static")
 HEARTBEAT_S = 2.0
 PIN_TRIES = 5
 PIN_LOCKOUT_S = 60.0
+PIN_LOCKOUT_MAX_S = 3600.0
+PIN_MIN_DIGITS = 6
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -64,30 +66,59 @@ POLICY_KEY = web.AppKey("policy", AccessPolicy)
 
 
 @dataclass
+class _Tries:
+    failures: int = 0
+    lockouts: int = 0
+    locked_until: float = 0.0
+
+
+@dataclass
 class PinGuard:
-    """The void PIN, compared in constant time; ``PIN_TRIES`` wrong PINs lock voiding for a
-    minute (a PIN has few digits: guessing must be slow)."""
+    """The void PIN, compared in constant time. It must have at least ``PIN_MIN_DIGITS`` digits
+    (a shorter one disables voiding from the display). Each source (the client's address) has
+    its own count: ``PIN_TRIES`` wrong PINs lock that source out for ``PIN_LOCKOUT_S``, doubling
+    with each further lockout up to an hour, so guessing is slow and one guesser does not lock
+    the kiosk out. ``failures_total`` counts every wrong PIN (the supervisor page shows it)."""
 
     pin: str | None
     clock: Callable[[], float] = time.monotonic
-    failures: int = 0
-    locked_until: float = 0.0
+    failures_total: int = 0
+    _sources: dict[str, _Tries] = field(default_factory=dict)
 
-    def check(self, presented: str) -> Decision:
+    @property
+    def problem(self) -> str | None:
+        """Why voiding from the display is off, or None."""
         if self.pin is None:
-            return Decision(403, "voiding from the display is disabled: no void PIN is configured")
+            return "voiding from the display is disabled: no void PIN is configured"
+        if len(self.pin) < PIN_MIN_DIGITS or not self.pin.isdigit():
+            return (
+                f"voiding from the display is disabled: the void PIN must be at least "
+                f"{PIN_MIN_DIGITS} digits"
+            )
+        return None
+
+    def check(self, presented: str, source: str = "") -> Decision:
+        problem = self.problem
+        if problem is not None or self.pin is None:
+            return Decision(403, problem or "")
         now = self.clock()
-        if now < self.locked_until:
+        tries = self._sources.setdefault(source, _Tries())
+        if now < tries.locked_until:
             return Decision(
-                403, f"too many wrong PINs: try again in {int(self.locked_until - now) + 1} s"
+                403, f"too many wrong PINs: try again in {int(tries.locked_until - now) + 1} s"
             )
         if hmac.compare_digest(presented.encode("utf-8"), self.pin.encode("utf-8")):
-            self.failures = 0
+            tries.failures = 0
             return Decision(200)
-        self.failures += 1
-        if self.failures >= PIN_TRIES:
-            self.failures = 0
-            self.locked_until = now + PIN_LOCKOUT_S
+        tries.failures += 1
+        self.failures_total += 1
+        if tries.failures >= PIN_TRIES:
+            tries.failures = 0
+            lockout = min(PIN_LOCKOUT_MAX_S, PIN_LOCKOUT_S * 2**tries.lockouts)
+            tries.lockouts += 1
+            tries.locked_until = now + lockout
+        if len(self._sources) > 10_000:  # a flood of sources: forget those not locked out
+            self._sources = {k: v for k, v in self._sources.items() if v.locked_until > now}
         return Decision(403, "wrong PIN")
 
 
@@ -112,7 +143,8 @@ class DisplayContext:
     def controls(self, request: web.Request) -> dict[str, Any]:
         return {
             "dealer_input": self.policy.dealer_input_for(request),
-            "void_enabled": self.pins.pin is not None,
+            "void_enabled": self.pins.problem is None,
+            "void_problem": self.pins.problem,
         }
 
 
@@ -472,7 +504,7 @@ async def api_player_preview(request: web.Request) -> web.StreamResponse:
 async def api_void(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
     body = await _body(request)
-    decision = ctx.pins.check(str(body.get("pin", "")))
+    decision = ctx.pins.check(str(body.get("pin", "")), request.remote or "")
     if not decision.allowed:
         log.warning("void_refused", remote=request.remote, reason=decision.reason)
         return _refuse(decision)
@@ -593,11 +625,14 @@ class DisplayService:
             state.load_round(*last)
         daemon.subscribe(state.on_effect)
         tally = Tally()
+        pins = PinGuard(_secret(cfg.read_void_pin, "void_pin_file"))
+        if pins.pin is not None and pins.problem is not None:
+            log.error("void_pin_rejected", detail=pins.problem)
         return DisplayContext(
             daemon,
             state,
             policy,
-            PinGuard(_secret(cfg.read_void_pin, "void_pin_file")),
+            pins,
             StreamLimiter(cfg.max_streams, tally=tally),
             tally,
             local_peer=self.local_peer,

@@ -140,16 +140,33 @@ async def test_dealer_input_from_another_site_is_refused() -> None:
     assert (await through_middleware(same)).status == 200
 
 
-def test_wrong_pins_lock_voiding_for_a_while() -> None:
+def test_wrong_pins_lock_out_their_source_longer_each_time() -> None:
     now = [100.0]
-    guard = PinGuard("2468", clock=lambda: now[0])
-    assert guard.check("2468").allowed
+    guard = PinGuard("246813", clock=lambda: now[0])
+    assert guard.check("246813", "10.0.0.9").allowed
     for _ in range(5):
-        assert guard.check("0000").reason == "wrong PIN"
-    assert not guard.check("2468").allowed  # locked, even with the right PIN
+        assert guard.check("000000", "10.0.0.9").reason == "wrong PIN"
+    assert not guard.check("246813", "10.0.0.9").allowed  # locked, even with the right PIN
+    assert guard.check("246813", "127.0.0.1").allowed  # the kiosk is not locked out by it
     now[0] += 61
-    assert guard.check("2468").allowed
+    assert guard.check("246813", "10.0.0.9").allowed
+    for _ in range(5):
+        guard.check("000000", "10.0.0.9")
+    now[0] += 61
+    assert "try again in 60 s" in guard.check("246813", "10.0.0.9").reason  # 120 s this time
+    for _ in range(20):  # lockouts double up to an hour: 7,200 guesses a day become ~120
+        now[0] += 3601
+        for _ in range(5):
+            guard.check("000000", "10.0.0.9")
+    assert "try again in 3601 s" in guard.check("246813", "10.0.0.9").reason
+    assert guard.failures_total == 110
     assert PinGuard(None).check("2468").reason.startswith("voiding from the display is disabled")
+
+
+def test_a_short_void_pin_disables_voiding() -> None:
+    guard = PinGuard("2468")
+    assert guard.problem is not None and "at least 6 digits" in guard.problem
+    assert not guard.check("2468", "127.0.0.1").allowed
 
 
 # --- the real server, reached from a non-loopback address ------------------------------------

@@ -307,7 +307,7 @@ async def test_occupied_seats_survive_a_restart(browser: Browser, tmp_path: Path
 
 
 async def test_void_needs_the_pin(browser: Browser, tmp_path: Path) -> None:
-    pin = write_secret(tmp_path / "void.pin", "4321")
+    pin = write_secret(tmp_path / "void.pin", "432198")
     extra = f'[display]\nvoid_pin_file = "{pin}"\n'
     async with kiosk(browser, tmp_path / "run", config_extra=extra) as k:
         page, t = k.page, k.table
@@ -315,12 +315,12 @@ async def test_void_needs_the_pin(browser: Browser, tmp_path: Path) -> None:
         await expect(page.locator(setting_selector(result.round_seq))).to_be_visible()
         await expect(page.locator("#btn-void")).to_be_enabled()
         await page.locator("#btn-void").click()
-        for key in "1111":
+        for key in "111111":
             await page.locator(f'.key[data-key="{key}"]').click()
         await page.locator('.key[data-key="OK"]').click()
         await expect(page.locator("#void-note")).to_have_text("wrong PIN")
         await shot(page, "dealer-void-wrong-pin-1920x1080")
-        await page.keyboard.type("4321")
+        await page.keyboard.type("432198")
         await page.keyboard.press("Enter")
         voided = await t.next_closed()
         assert voided.round_id == result.round_id and voided.status == "void"

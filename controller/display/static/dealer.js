@@ -237,8 +237,9 @@ function renderControls() {
   const voidBtn = $("#btn-void");
   voidBtn.hidden = !c.dealer_input;
   voidBtn.disabled = !c.void_enabled;
-  voidBtn.textContent = c.void_enabled ? "Void round" : "Void: no PIN configured";
-  voidBtn.title = c.void_enabled ? "" : "Voiding from this screen is disabled: no void PIN is configured";
+  const shortPin = !c.void_enabled && (c.void_problem || "").includes("digits");
+  voidBtn.textContent = c.void_enabled ? "Void round" : shortPin ? "Void: PIN too short" : "Void: no PIN configured";
+  voidBtn.title = c.void_enabled ? "" : c.void_problem || "Voiding from this screen is disabled: no void PIN is configured";
   $("#btn-dice").classList.toggle("attention", !!(S.round && S.round.phase === "waiting_position"));
   if (!c.dealer_input && !$("#message").dataset.sticky) {
     $("#message").dataset.sticky = "1";
@@ -337,7 +338,7 @@ function openSeats() {
 }
 
 function openVoid() {
-  if (!S.controls.void_enabled) { say("Voiding from this screen is disabled: no void PIN is configured", "error"); return; }
+  if (!S.controls.void_enabled) { say(S.controls.void_problem || "Voiding from this screen is disabled: no void PIN is configured", "error"); return; }
   let pin = "";
   let reason = "Cards exposed";
   let shown;
