@@ -37,7 +37,7 @@ from controller.messages import (
     StatusRequest,
     envelope,
 )
-from controller.ports import Service
+from controller.ports import Origin, Service
 from controller.software import SoftwareCheck
 from controller.systemd import ready, stopping, watchdog_loop
 from controller.table import (
@@ -84,6 +84,7 @@ def describe_failure(exc: BaseException) -> str:
 class _CommandItem:
     command: Command
     reply: asyncio.Future[CommandReply]
+    origin: Origin | None = None
 
 
 class _Shutdown(Exception):
@@ -164,10 +165,12 @@ class Daemon:
         """Hear every effect, after it is journaled. Listeners must not block."""
         self.listeners.append(listener)
 
-    async def submit(self, command: Command, timeout: float = 10.0) -> CommandReply:
-        """Hand a command to the table and wait for its reply."""
+    async def submit(
+        self, command: Command, timeout: float = 10.0, *, origin: Origin | None = None
+    ) -> CommandReply:
+        """Hand a command to the table and wait for its reply; ``origin`` is journaled with it."""
         future: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()
-        await self.queue.put(_CommandItem(command, future))
+        await self.queue.put(_CommandItem(command, future, origin))
         return await asyncio.wait_for(future, timeout)
 
     def topic(self, name: str) -> str:
@@ -288,7 +291,8 @@ class Daemon:
         if isinstance(event, Tick) and not effects:
             return True
         try:
-            self._journal(event, effects, open_before)
+            origin = item.origin if isinstance(item, _CommandItem) else None
+            self._journal(event, effects, open_before, origin)
         except Exception as exc:
             self.table.restore(snapshot)
             self._enter_fault(exc, item, event)
@@ -425,7 +429,11 @@ class Daemon:
         return build
 
     def _journal(
-        self, event: TableEvent, effects: Sequence[Effect], open_before: str | None
+        self,
+        event: TableEvent,
+        effects: Sequence[Effect],
+        open_before: str | None,
+        origin: Origin | None = None,
     ) -> None:
         """The event and all it caused, in one transaction (docs/architecture.md: journal before
         send). An MQTT-off table journals no outbox rows."""
@@ -498,7 +506,9 @@ class Daemon:
             elif isinstance(event, JournalRecovered):
                 pass  # journaled as its FaultCleared record
             else:
-                tx.record_event(f"command.{event.kind}", event, round_id)
+                tx.record_event(
+                    f"command.{event.kind}", _command_record(event, effects, origin), round_id
+                )
         if queued:
             self.outbox_changed.set()
 
@@ -547,6 +557,18 @@ class Daemon:
                 )
             case _:
                 pass
+
+
+def _command_record(
+    command: Command, effects: Sequence[Effect], origin: Origin | None
+) -> dict[str, Any]:
+    """A command as journaled: its fields, who sent it and what came of it (docs/audit.md)."""
+    reply = next((e for e in effects if isinstance(e, CommandReply)), None)
+    return {
+        **command.model_dump(mode="json"),
+        "origin": {"channel": origin.channel, "identity": origin.identity} if origin else None,
+        "outcome": {"ok": reply.ok, "error": reply.error} if reply else None,
+    }
 
 
 def wait_for(condition: Callable[[], bool], event: asyncio.Event) -> Awaitable[None]:

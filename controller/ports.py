@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -34,8 +35,20 @@ class EffectSource(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Who sent a command, journaled with it (docs/audit.md): the channel (``kiosk`` for the
+    dealer page on the table computer, ``display`` from elsewhere, ``mqtt``, ``cli``) and an
+    identity within it (the client's address, the command topic, …)."""
+
+    channel: str
+    identity: str = ""
+
+
 class CommandSink(Protocol):
-    async def submit(self, command: Command, timeout: float = 10.0) -> CommandReply:
+    async def submit(
+        self, command: Command, timeout: float = 10.0, *, origin: Origin | None = None
+    ) -> CommandReply:
         """Hand a command to the table and wait for its reply."""
         ...
 

@@ -36,7 +36,7 @@ from controller.messages import (
     SetSeats,
     VoidRound,
 )
-from controller.ports import DisplayHost
+from controller.ports import DisplayHost, Origin
 from controller.table import player_result
 
 log = structlog.get_logger(__name__)
@@ -399,9 +399,11 @@ async def api_overview(request: web.Request) -> web.StreamResponse:
 # --- dealer input ----------------------------------------------------------------------------
 
 
-async def _submit(ctx: DisplayContext, command: Command) -> web.Response:
+async def _submit(ctx: DisplayContext, command: Command, request: web.Request) -> web.Response:
+    remote = request.remote or ""
+    origin = Origin("kiosk" if ctx.local_peer(remote) else "display", remote)
     try:
-        reply = await ctx.daemon.submit(command)
+        reply = await ctx.daemon.submit(command, origin=origin)
     except TimeoutError:
         return _error(504, "the table did not answer in time")
     body = {"ok": reply.ok, "error": reply.error, "data": reply.data}
@@ -424,7 +426,7 @@ async def api_dice(request: web.Request) -> web.StreamResponse:
         command = EnterDice.model_validate({"dice": body.get("dice"), "request_id": _request_id()})
     except ValidationError as exc:
         return _validation(exc)
-    return await _submit(_ctx(request), command)
+    return await _submit(_ctx(request), command, request)
 
 
 async def api_seats(request: web.Request) -> web.StreamResponse:
@@ -435,7 +437,7 @@ async def api_seats(request: web.Request) -> web.StreamResponse:
         )
     except ValidationError as exc:
         return _validation(exc)
-    return await _submit(_ctx(request), command)
+    return await _submit(_ctx(request), command, request)
 
 
 async def api_player_setting(request: web.Request) -> web.StreamResponse:
@@ -452,7 +454,7 @@ async def api_player_setting(request: web.Request) -> web.StreamResponse:
         )
     except ValidationError as exc:
         return _validation(exc)
-    return await _submit(_ctx(request), command)
+    return await _submit(_ctx(request), command, request)
 
 
 async def api_player_preview(request: web.Request) -> web.StreamResponse:
@@ -516,7 +518,7 @@ async def api_void(request: web.Request) -> web.StreamResponse:
         )
     except ValidationError as exc:
         return _validation(exc)
-    return await _submit(ctx, command)
+    return await _submit(ctx, command, request)
 
 
 # --- the application -------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from controller.mqtt.wire import (
     tls_context,
     wire_payload,
 )
-from controller.ports import Lifecycle, PublisherHost
+from controller.ports import Lifecycle, Origin, PublisherHost
 from controller.table import (
     AlarmRaised,
     DeviceChanged,
@@ -461,7 +461,7 @@ class MqttService:
         else:
             self.commands += 1
             try:
-                answer = await daemon.submit(command)
+                answer = await daemon.submit(command, origin=Origin("mqtt", topic))
                 reply = ReplyPayload(
                     ok=answer.ok, error=answer.error, request_id=answer.request_id, data=answer.data
                 )

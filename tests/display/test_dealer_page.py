@@ -324,6 +324,12 @@ async def test_void_needs_the_pin(browser: Browser, tmp_path: Path) -> None:
         await page.keyboard.press("Enter")
         voided = await t.next_closed()
         assert voided.round_id == result.round_id and voided.status == "void"
+        # Who did it is journaled with the command (docs/audit.md).
+        record = t.journal.get_round(result.round_id)
+        assert record is not None
+        [command] = [e.payload for e in record.events if e.kind == "command.void_round"]
+        assert command["origin"] == {"channel": "kiosk", "identity": "127.0.0.1"}
+        assert command["outcome"] == {"ok": True, "error": None}
         await expect(page.locator('#banner[data-kind="void"]')).to_be_visible()
         await expect(page.locator("#banner-reason")).to_have_text("Cards exposed")
         await shot(page, "dealer-round-void-1920x1080")

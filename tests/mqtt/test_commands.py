@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import sqlite3
 from collections import Counter
 from pathlib import Path
 
@@ -146,3 +147,26 @@ async def test_a_30_mb_command_never_reaches_the_table_over_mqtt_5(
         reply = await sub.until(on(f"{PREFIX}reply/status_request"))
         assert reply.json["request_id"] == "after-the-big-one" and reply.json["ok"]
         assert service.commands == 1 and service.refused == 0  # the big one never arrived
+
+
+async def test_a_command_is_journaled_with_its_channel_and_outcome(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    service = MqttService()
+    async with (
+        Subscriber(broker.port, [f"{PREFIX}reply/#"]) as sub,
+        running_table(tmp_path, services=[service], config_extra=mqtt_section(broker)),
+    ):
+        await service.connected.wait()
+        assert sub.client is not None
+        await sub.client.publish(f"{PREFIX}cmd/void_round", b'{"request_id": "v-1"}', qos=1)
+        reply = await sub.until(on(f"{PREFIX}reply/void_round"))
+        assert reply.json["ok"] is False  # no round to void yet
+    with sqlite3.connect(tmp_path / "journal.sqlite3") as conn:
+        [(payload,)] = conn.execute(
+            "SELECT payload FROM events WHERE kind = 'command.void_round'"
+        ).fetchall()
+    record = json.loads(payload)
+    assert record["request_id"] == "v-1"
+    assert record["origin"] == {"channel": "mqtt", "identity": f"{PREFIX}cmd/void_round"}
+    assert record["outcome"]["ok"] is False and "no round" in record["outcome"]["error"]
