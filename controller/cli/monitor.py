@@ -19,6 +19,31 @@ def cmd_schemas(args: argparse.Namespace) -> int:
     return schemas.cmd_schemas(args)
 
 
+def cmd_sign_command(args: argparse.Namespace) -> int:
+    import json
+    import sys
+    import uuid
+
+    from controller.clock import utc_now
+    from controller.mqtt.signing import read_keys, sign
+
+    try:
+        keys = read_keys(args.keys_file)
+        body = json.loads(args.body)
+        if not isinstance(body, dict):
+            raise ValueError("the body must be a JSON object")
+    except (OSError, ValueError) as exc:
+        print(f"sign-command: {exc}", file=sys.stderr, flush=True)
+        return 2
+    if args.key_id not in keys:
+        print(f"sign-command: no key {args.key_id!r} in {args.keys_file}", file=sys.stderr)
+        return 2
+    body.setdefault("request_id", args.request_id or uuid.uuid4().hex)
+    signed = sign(keys[args.key_id], args.key_id, args.kind, body, utc_now())
+    print(json.dumps(signed, ensure_ascii=False, separators=(",", ":")), flush=True)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``monitor`` and ``schemas`` to the ``paigow-table`` command line (the schemas module,
     which builds every message model, is imported only when ``schemas`` runs)."""
@@ -52,3 +77,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--output", default="docs/schemas", help="directory (docs/schemas)")
     p.add_argument("--check", action="store_true", help="only check the files are up to date")
     p.set_defaults(func=cmd_schemas)
+    p = sub.add_parser(
+        "sign-command",
+        help="sign a command for <prefix>cmd/KIND (HMAC-SHA256, docs/mqtt.md)",
+        description="Print the signed JSON body of a command: its fields, key_id, issued_at "
+        "(now), a request_id and the signature. Publish it to <prefix>cmd/KIND.",
+    )
+    p.add_argument("kind", help="the command, e.g. void_round")
+    p.add_argument(
+        "body", nargs="?", default="{}", help='its fields as JSON, e.g. \'{"reason": "…"}\''
+    )
+    p.add_argument("--keys-file", required=True, help="the same keys file as the table's")
+    p.add_argument("--key-id", required=True)
+    p.add_argument("--request-id", help="default: a random one")
+    p.set_defaults(func=cmd_sign_command)

@@ -288,6 +288,17 @@ class MqttConfig(_Model):
         default=None, description="name of a systemd credential (LoadCredential=) holding it"
     )
     reconnect: ReconnectConfig = Field(default_factory=ReconnectConfig)
+    command_keys_file: ReadableFile | None = Field(
+        default=None,
+        description="keys of signed commands, 'key_id secret_hex' a line; set: commands must "
+        "be signed (docs/mqtt.md)",
+    )
+    command_window: float = Field(
+        default=60.0, ge=5, le=3600, description="seconds a signed command's issued_at may be off"
+    )
+    unsigned_read_only: bool = Field(
+        default=True, description="accept status_request unsigned when commands are signed"
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -744,6 +744,22 @@ class Journal:
             ).fetchone()
         return int(row[0])
 
+    def recent_command_ids(self, since: str) -> list[tuple[str, str]]:
+        """(request id, time) of the commands journaled at or after ``since`` (ISO): a signed
+        command's request id may not come again, across a restart too."""
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT payload, at FROM events WHERE kind >= 'command.' AND kind < 'command/' "
+                "AND at >= ?",
+                (since,),
+            ).fetchall()
+        out = []
+        for payload, at in rows:
+            request_id = json.loads(payload).get("request_id")
+            if isinstance(request_id, str) and request_id:
+                out.append((request_id, str(at)))
+        return out
+
     def recent_deals(self, limit: int = 20_000) -> list[tuple[int, str, str]]:
         """(round number, shuffle id, fingerprint) of this table's last ``limit`` complete deals
         (``deal_seen`` events, found by the ``events_kind`` index), oldest first: the table

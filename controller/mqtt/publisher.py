@@ -23,6 +23,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 import aiomqtt
@@ -32,10 +33,12 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
+from controller.clock import iso
 from controller.config import MqttConfig
 from controller.journal import Journal, OutboxRow
 from controller.messages import StatusPayload, envelope
 from controller.mqtt.client import Client
+from controller.mqtt.signing import CommandVerifier, read_keys
 from controller.mqtt.wire import (
     COMMAND_SIZE_LIMIT,
     NODELAY,
@@ -232,6 +235,7 @@ class MqttService:
         self.refused = 0
         self._nudge = asyncio.Event()
         self._status_stale = True
+        self.verifier: CommandVerifier | None = None
 
     # --- effects -----------------------------------------------------------------------------
 
@@ -244,8 +248,35 @@ class MqttService:
 
     # --- running -----------------------------------------------------------------------------
 
+    def _verifier(self, daemon: PublisherHost) -> CommandVerifier | None:
+        """Signed commands when keys are configured (docs/mqtt.md); a keys file that cannot be
+        read accepts no command but the read-only ones, and says so."""
+        config = daemon.config.mqtt
+        if config.command_keys_file is None:
+            log.warning(
+                "mqtt_commands_unsigned",
+                detail="no command_keys_file: anyone who may publish on the command topics may "
+                "command this table (docs/mqtt.md, signed commands)",
+            )
+            return None
+        try:
+            keys = read_keys(config.command_keys_file)
+        except (OSError, ValueError) as exc:
+            log.error("mqtt_command_keys_unreadable", error=str(exc))
+            keys = {}
+        verifier = CommandVerifier(
+            keys, config.command_window, config.unsigned_read_only, clock=daemon.clock
+        )
+        since = iso(daemon.clock() - timedelta(seconds=2 * config.command_window))
+        verifier.remember(
+            (rid, datetime.fromisoformat(at))
+            for rid, at in daemon.journal.recent_command_ids(since)
+        )
+        return verifier
+
     async def run(self, daemon: PublisherHost) -> None:
         daemon.subscribe(self._on_effect)
+        self.verifier = self._verifier(daemon)
         config = daemon.config.mqtt
         backoff = config.reconnect.to_backoff()
         attempt = 0
@@ -453,7 +484,7 @@ class MqttService:
         response_topic, correlation = _response_topic(message)
         reply_topic = response_topic or daemon.topic(f"reply/{name}")
         try:
-            command = parse_command_message(prefix, topic, payload)
+            command = parse_command_message(prefix, topic, payload, self.verifier)
         except CommandRefused as exc:
             self.refused += 1
             log.warning("command_refused", topic=topic[:200], size=len(payload), error=exc.error)

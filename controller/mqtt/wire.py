@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from controller.config import TlsConfig
 from controller.journal import OutboxRow
 from controller.messages import COMMAND_KINDS, Command, parse_command
+from controller.mqtt.signing import CommandVerifier, SignatureRefused
 
 #: Commands larger than this are refused unread (bytes).
 COMMAND_SIZE_LIMIT = 16 * 1024
@@ -78,9 +79,12 @@ def _validation_summary(exc: ValidationError, kind: str) -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
-def parse_command_message(prefix: str, topic: str, payload: bytes) -> Command:
+def parse_command_message(
+    prefix: str, topic: str, payload: bytes, verifier: CommandVerifier | None = None
+) -> Command:
     """Validate one message on ``<prefix>cmd/<kind>``: ours, at most COMMAND_SIZE_LIMIT bytes, a
-    known kind, a JSON object (empty means ``{}``) whose ``kind``, if given, is the topic's.
+    known kind, a JSON object (empty means ``{}``) whose ``kind``, if given, is the topic's, and,
+    with a ``verifier``, signed (controller/mqtt/signing.py).
 
     Raises CommandRefused with the reason (and the body's request_id when it has one).
     """
@@ -115,6 +119,11 @@ def parse_command_message(prefix: str, topic: str, payload: bytes) -> Command:
         raise CommandRefused(
             f"the body's kind {str(kind)[:64]!r} does not match the topic's {name!r}", request_id
         )
+    if verifier is not None:
+        try:
+            body = verifier.verify(name, body)
+        except SignatureRefused as exc:
+            raise CommandRefused(f"refused: {exc}", request_id) from None
     try:
         return parse_command({**body, "kind": name})
     except ValidationError as exc:

@@ -1,0 +1,125 @@
+"""Signed MQTT commands (docs/mqtt.md, "Signed commands"): HMAC-SHA256 with a key per
+integration, a time window and replay protection.
+
+A signed command's JSON body carries, beside the command's own fields, ``key_id`` (which key),
+``issued_at`` (UTC ISO 8601), a ``request_id`` unique to this command, and ``signature``: the hex
+HMAC-SHA256, under the key, of the command's kind, a newline, and the body without
+``signature`` as canonical JSON (keys sorted, no spaces, UTF-8). The table refuses, with a reply
+saying why: no signature, an unknown key, ``issued_at`` outside the window, a request id it has
+seen (journaled commands count, so replays are refused across restarts), a wrong signature.
+Read-only commands (``status_request``) may stay unsigned (``unsigned_read_only``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from controller.clock import iso, utc_now
+
+READ_ONLY = frozenset({"status_request"})
+AUTH_FIELDS = ("key_id", "issued_at", "signature")
+
+
+class SignatureRefused(Exception):
+    """The command's signature, key, time or request id is not acceptable."""
+
+
+def canonical(kind: str, body: Mapping[str, Any]) -> bytes:
+    """The bytes a command's signature covers: its kind, a newline, the body without
+    ``signature`` as JSON with sorted keys and no spaces."""
+    unsigned = {k: v for k, v in body.items() if k != "signature"}
+    text = json.dumps(unsigned, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return f"{kind}\n{text}".encode()
+
+
+def sign(
+    key: bytes, key_id: str, kind: str, body: Mapping[str, Any], issued_at: datetime
+) -> dict[str, Any]:
+    """``body`` with ``key_id``, ``issued_at`` and its ``signature`` (for integrators and tests)."""
+    signed = {**body, "key_id": key_id, "issued_at": iso(issued_at)}
+    signed["signature"] = hmac.new(key, canonical(kind, signed), hashlib.sha256).hexdigest()
+    return signed
+
+
+def read_keys(path: str | Path) -> dict[str, bytes]:
+    """A keys file: one ``key_id secret_hex`` a line (``#`` comments); at least 32 bytes each."""
+    keys: dict[str, bytes] = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            key_id, secret = text.split()
+            key = bytes.fromhex(secret)
+        except ValueError:
+            raise ValueError(f"{path}:{number}: expected 'key_id secret_hex'") from None
+        if len(key) < 32:
+            raise ValueError(f"{path}:{number}: the key {key_id!r} is shorter than 32 bytes")
+        keys[key_id] = key
+    return keys
+
+
+@dataclass
+class CommandVerifier:
+    """Checks signed commands; remembers request ids for twice the window."""
+
+    keys: Mapping[str, bytes]
+    window: float = 60.0
+    unsigned_read_only: bool = True
+    clock: Callable[[], datetime] = utc_now
+    _seen: OrderedDict[str, datetime] = field(default_factory=OrderedDict)
+
+    def remember(self, request_ids: Iterable[tuple[str, datetime]]) -> None:
+        """Request ids the journal holds from before a restart, with their times."""
+        for request_id, at in request_ids:
+            self._seen[request_id] = at
+
+    def verify(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The command's own fields if it may run; SignatureRefused saying why otherwise."""
+        signature = body.get("signature")
+        if signature is None:
+            if kind in READ_ONLY and self.unsigned_read_only:
+                return {k: v for k, v in body.items() if k not in AUTH_FIELDS}
+            raise SignatureRefused("the command is not signed (signature, key_id, issued_at)")
+        key = self.keys.get(str(body.get("key_id")))
+        if key is None:
+            raise SignatureRefused(f"unknown key_id {str(body.get('key_id'))[:64]!r}")
+        now = self.clock()
+        try:
+            issued = datetime.fromisoformat(str(body.get("issued_at")))
+        except ValueError:
+            raise SignatureRefused("issued_at is not an ISO 8601 time") from None
+        if issued.tzinfo is None:
+            raise SignatureRefused("issued_at must carry its time zone (Z)")
+        skew = abs((now - issued.astimezone(UTC)).total_seconds())
+        if skew > self.window:
+            raise SignatureRefused(
+                f"issued_at is {skew:.0f} s from the table's clock (the window is "
+                f"{self.window:g} s)"
+            )
+        request_id = body.get("request_id")
+        if not isinstance(request_id, str) or not request_id:
+            raise SignatureRefused("a signed command needs a request_id")
+        expected = hmac.new(key, canonical(kind, body), hashlib.sha256).hexdigest()
+        if not isinstance(signature, str) or not hmac.compare_digest(signature, expected):
+            raise SignatureRefused("wrong signature")
+        self._forget(now)
+        if request_id in self._seen:
+            raise SignatureRefused(f"request_id {request_id[:64]!r} was seen before: a replay")
+        self._seen[request_id] = now
+        return {k: v for k, v in body.items() if k not in AUTH_FIELDS}
+
+    def _forget(self, now: datetime) -> None:
+        while self._seen:
+            at = next(iter(self._seen.values()))
+            if (now - at).total_seconds() <= 2 * self.window:
+                return
+            self._seen.popitem(last=False)
