@@ -319,6 +319,9 @@ async def api_events(request: web.Request) -> web.StreamResponse:
                 await response.write(b"event: heartbeat\ndata: {}\n\n")
                 continue
             if update is CLOSE:
+                # Ended by the server (stopping, too far behind, or the stream cap): close the
+                # connection too, or it would hold a connection slot as an idle keep-alive.
+                response.force_close()
                 break
             event_id += 1
             await response.write(update.encode(event_id))

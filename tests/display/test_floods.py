@@ -175,6 +175,9 @@ async def test_1000_streams_keep_the_newest_remote_ones_and_the_kiosk_stream(
             assert ctx.tally.counts.get("stream_dropped", 0) == 1_000 - 63
             # Oldest first: the first remote stream was ended, the newest is still open.
             assert await _ended(streams[0][0])
+            # … and its connection closed with it (it holds no connection slot).
+            assert (await asyncio.wait_for(streams[0][0].read(), 10)).strip() == b""
+            assert streams[0][0].at_eof()
             assert not streams[-1][0].at_eof()
             # The kiosk's stream was never the one dropped: it delivers the next round.
             result = await t.deal(rng_number=6)
