@@ -299,6 +299,10 @@ class MqttConfig(_Model):
     unsigned_read_only: bool = Field(
         default=True, description="accept status_request unsigned when commands are signed"
     )
+    reply_prefixes: list[str] = Field(
+        default_factory=list,
+        description="topic prefixes an MQTT 5 response topic may name besides <prefix>reply/",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -482,6 +482,11 @@ class MqttService:
             return
         name = topic.removeprefix(f"{prefix}cmd/")
         response_topic, correlation = _response_topic(message)
+        allowed = (daemon.topic("reply/"), *daemon.config.mqtt.reply_prefixes)
+        if response_topic is not None and not response_topic.startswith(allowed):
+            # A caller must not make the table publish elsewhere (on its own round topic, say).
+            log.warning("response_topic_refused", topic=response_topic[:200], command=name)
+            response_topic = None
         reply_topic = response_topic or daemon.topic(f"reply/{name}")
         try:
             command = parse_command_message(prefix, topic, payload, self.verifier)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import aiomqtt
 import pytest
+import structlog
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -120,7 +121,7 @@ async def test_feed_status_first_in_order_without_gaps_and_valid(
 async def test_mqtt5_reply_on_the_response_topic_with_correlation_data(
     broker: Mosquitto, tmp_path: Path
 ) -> None:
-    extra = mqtt_section(broker, protocol="5")
+    extra = mqtt_section(broker, 'reply_prefixes = ["clients/cms-1/"]', protocol="5")
     async with (
         Subscriber(
             broker.port, ["clients/cms-1/replies", f"{PREFIX}#"], aiomqtt.ProtocolVersion.V5
@@ -202,3 +203,27 @@ async def test_backlog_drain_rate(gated: Gate, tmp_path: Path, protocol: str) ->
             f"{elapsed:.2f} s = {rate:.0f} msg/s"
         )
         assert rate > 100
+
+
+async def test_a_response_topic_outside_the_reply_prefix_is_not_used(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    """An MQTT 5 caller cannot make the table publish on its own round topic (or anywhere but
+    <prefix>reply/ and the configured reply_prefixes): the reply goes to <prefix>reply/<kind>."""
+    extra = mqtt_section(broker, protocol="5")
+    with structlog.testing.capture_logs() as events:
+        async with (
+            Subscriber(broker.port, [f"{PREFIX}#"], aiomqtt.ProtocolVersion.V5) as sub,
+            running_table(tmp_path, services=[MqttService()], config_extra=extra),
+        ):
+            await sub.until(status_is("online"))
+            props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            props.ResponseTopic = f"{PREFIX}round"
+            assert sub.client is not None
+            await sub.client.publish(
+                f"{PREFIX}cmd/status_request", b'{"request_id": "x-1"}', qos=1, properties=props
+            )
+            reply = await sub.until(on(f"{PREFIX}reply/status_request"))
+            assert reply.json["request_id"] == "x-1"
+            assert not any(m.topic == f"{PREFIX}round" for m in sub.received)
+    assert any(e["event"] == "response_topic_refused" for e in events)

@@ -117,6 +117,7 @@ async def test_acl_limits_the_table_to_its_prefix_and_the_password_is_never_logg
         broker,
         'username = "table-pg-t1"',
         f'password_file = "{auth / "table.password"}"',
+        'reply_prefixes = ["clients/cms/"]',  # allowed by the table; the broker's ACL decides
         protocol="5",  # a PUBACK then says when the ACL refuses a publish
     )
     cms = {"username": "cms", "password": "cms-pw"}
