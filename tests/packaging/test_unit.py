@@ -52,3 +52,8 @@ def test_memory_proc_and_network_are_bounded() -> None:
     [allow] = s["IPAddressAllow"]
     assert "localhost" in allow.split()
     assert "~@privileged @resources" in s["SystemCallFilter"]
+
+
+def test_the_start_has_time_for_the_journal_check() -> None:
+    [timeout] = _settings()["TimeoutStartSec"]
+    assert int(timeout) >= 90  # a cold check of a 900 MB journal takes ~14 s (docs/journal.md)
