@@ -178,7 +178,7 @@ async def _closed(reader: asyncio.StreamReader, timeout: float) -> float | None:
     try:
         async with asyncio.timeout(timeout):
             while await reader.read(4096):
-                pass
+                continue  # drain until the server closes it
     except TimeoutError:
         return None
     except OSError:

@@ -350,8 +350,6 @@ class Table:
                 f.devices[event.device] = True
             case DeviceOffline():
                 f.devices[event.device] = False
-            case _:
-                pass
 
     def _recover(self, now: datetime) -> list[Effect]:
         f = self.fault
