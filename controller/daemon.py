@@ -29,6 +29,7 @@ from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_be
 from controller.journal import Journal, OutboxMessage, VoidedRound
 from controller.logging import bind_round, unbind_round
 from controller.messages import (
+    AlarmPayload,
     Command,
     EnterDice,
     Payload,
@@ -41,6 +42,7 @@ from controller.ports import Origin, Service
 from controller.software import SoftwareCheck
 from controller.systemd import ready, stopping, watchdog_loop
 from controller.table import (
+    AlarmAcknowledged,
     AlarmRaised,
     CommandReply,
     DealRecorded,
@@ -51,6 +53,7 @@ from controller.table import (
     JournalRecovered,
     NoiseSummary,
     PlayerSettled,
+    Refusal,
     RoundClosed,
     RoundOpened,
     RoundProgress,
@@ -69,6 +72,8 @@ log = structlog.get_logger(__name__)
 
 Listener = Callable[[Effect], None]
 SEATS_KEY = "occupied_seats"
+LATCHED_KEY = "latched_alarms"
+DEALER_KEY = "dealer_signed_in"
 #: While in fault, how often a changed count of lost events is re-announced (status, page).
 FAULT_STATUS_S = 5.0
 
@@ -129,7 +134,15 @@ class Daemon:
             recent_deals=self.journal.recent_deals(),
             software_digest=self.software.digest if self.software else "",
             software_verified=self.software.verified if self.software else None,
+            new_alarm_id=lambda: f"alarm-{self.journal.new_round_id()}",
         )
+        self.table.refusals_before_alarm = self.config.limits.refusals_before_alarm
+        # Unacknowledged critical alarms and the dealer signed in survive a restart.
+        latched = self.journal.remembered(LATCHED_KEY)
+        if isinstance(latched, list):
+            self.table.restore_latched(AlarmPayload.model_validate(a) for a in latched)
+        dealer = self.journal.remembered(DEALER_KEY)
+        self.table.dealer_id = dealer if isinstance(dealer, str) and dealer else None
         self.queue: asyncio.Queue[TableEvent | _CommandItem] = asyncio.Queue()
         self.listeners: list[Listener] = []
         self.outbox_changed = asyncio.Event()
@@ -172,6 +185,10 @@ class Daemon:
         future: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()
         await self.queue.put(_CommandItem(command, future, origin))
         return await asyncio.wait_for(future, timeout)
+
+    def refused(self, refusal: Refusal) -> None:
+        """A command refused before the table: journaled, and alarmed after a few."""
+        self.queue.put_nowait(refusal)
 
     def topic(self, name: str) -> str:
         return f"{self.prefix}{name}"
@@ -287,11 +304,13 @@ class Daemon:
         before = self.table.round
         open_before = before.round_id if before is not None and not before.closed else None
         snapshot = self.table.snapshot()
-        effects = self.table.handle(event)
+        origin = item.origin if isinstance(item, _CommandItem) else None
+        effects = self.table.handle(
+            event, (origin.channel, origin.identity) if origin else ("", "")
+        )
         if isinstance(event, Tick) and not effects:
             return True
         try:
-            origin = item.origin if isinstance(item, _CommandItem) else None
             self._journal(event, effects, open_before, origin)
         except Exception as exc:
             self.table.restore(snapshot)
@@ -477,6 +496,13 @@ class Daemon:
                             queued = True
                     case CommandReply(ok=True, command="set_seats"):
                         tx.remember(SEATS_KEY, self.table.occupied)
+                    case CommandReply(ok=True, command="sign_in" | "sign_out"):
+                        tx.remember(DEALER_KEY, self.table.dealer_id or "")
+                    case AlarmAcknowledged(payload=p):
+                        tx.record_event("alarm_acknowledged", p, None)
+                        if publishing:
+                            tx.enqueue(self.topic(p.TOPIC), self._builder(p))
+                            queued = True
                     case DeviceChanged(payload=p):
                         if publishing:
                             tx.enqueue(
@@ -491,6 +517,14 @@ class Daemon:
                         )
                     case FaultCleared(record=record):
                         tx.record_event("journal_fault", record)
+            if any(
+                isinstance(e, AlarmAcknowledged)
+                or (isinstance(e, AlarmRaised) and e.payload.ack_required)
+                for e in effects
+            ):
+                tx.remember(
+                    LATCHED_KEY, [a.model_dump(mode="json") for a in self.table.latched.values()]
+                )
             r = self.table.round
             round_id = r.round_id if r is not None else None
             if isinstance(event, PositionDrawn | EnterDice):
@@ -501,7 +535,7 @@ class Daemon:
                 tx.record_event("tick", {"now": iso(event.now, "microseconds")}, round_id)
             elif isinstance(event, DeviceEventBase):
                 tx.record_event(event.kind, event, round_id)
-            elif isinstance(event, NoiseSummary | DiskSpace):
+            elif isinstance(event, NoiseSummary | DiskSpace | Refusal):
                 tx.record_event(event.kind, event.record(), open_before)
             elif isinstance(event, JournalRecovered):
                 pass  # journaled as its FaultCleared record

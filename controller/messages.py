@@ -138,6 +138,7 @@ class RoundPayload(Payload):
     closed_at: datetime
     shuffle_id: str = ""
     card_source: str = ""
+    dealer_id: str | None = Field(None, description="the dealer signed in when the round opened")
     first_position: PositionDraw | None = None
     positions: list[PositionCards] = []
     dealer: DealerOut | None = None
@@ -164,6 +165,15 @@ class PlayerPayload(Payload):
     pai_gow: dict[str, Any]
     wager: Amount | None = None
     win: int | None = None
+    setting_id: str = Field(
+        "", description="this entry's id: <round_id>/<seat>/<n>, n counting the seat's entries"
+    )
+    corrects: str | None = Field(
+        None,
+        description="the setting_id of the earlier entry for this seat and round that this one "
+        "replaces (a correction); null for the first",
+    )
+    dealer_id: str | None = None
 
 
 class AlarmPayload(Payload):
@@ -175,6 +185,29 @@ class AlarmPayload(Payload):
     detail: str
     device: str | None = None
     round_id: str | None = None
+    alarm_id: str = Field("", description="unique; an acknowledgement names it")
+    raised_at: datetime | None = None
+    ack_required: bool = Field(
+        False,
+        description="critical: latched until a named person acknowledges it (acknowledge_alarm); "
+        "it survives restarts and stays in the status' alarms_unacknowledged",
+    )
+
+
+class AlarmAckPayload(Payload):
+    """A latched alarm acknowledged by a named person (docs/audit.md)."""
+
+    SCHEMA: ClassVar[str] = "paigow.alarm_ack"
+    TOPIC: ClassVar[str] = "alarm_ack"
+
+    alarm_id: str
+    code: str
+    raised_at: datetime | None = None
+    acknowledged_at: datetime
+    by: str = Field(description="who acknowledged it: a name or badge number")
+    channel: str = Field(description="kiosk, display, mqtt or cli")
+    identity: str = Field("", description="the channel's identity: key id, address, topic")
+    note: str = ""
 
 
 class DevicePayload(Payload):
@@ -217,6 +250,10 @@ class StatusPayload(Payload):
     fault: FaultOut | None = Field(
         None, description="set while state is fault: do not settle by the display"
     )
+    alarms_unacknowledged: list[AlarmPayload] = Field(
+        [], description="critical alarms not yet acknowledged, oldest first (latched)"
+    )
+    dealer_id: str | None = Field(None, description="the dealer signed in at the table")
 
 
 def envelope(
@@ -296,6 +333,25 @@ class StatusRequest(_Command):
     kind: Literal["status_request"] = "status_request"
 
 
+class AcknowledgeAlarm(_Command):
+    kind: Literal["acknowledge_alarm"] = "acknowledge_alarm"
+    alarm_id: str = Field(min_length=1, max_length=128)
+    by: str = Field(min_length=1, max_length=64, description="who acknowledges: name or badge")
+    note: str = Field(default="", max_length=200)
+
+
+class SignIn(_Command):
+    """A dealer takes the table (at the kiosk after a badge and PIN check, or a signed command
+    from the casino's system); another dealer signed in is a rotation."""
+
+    kind: Literal["sign_in"] = "sign_in"
+    dealer_id: str = Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+class SignOut(_Command):
+    kind: Literal["sign_out"] = "sign_out"
+
+
 Command = Annotated[
     OpenTable
     | CloseTable
@@ -304,7 +360,10 @@ Command = Annotated[
     | SetWagers
     | EnterDice
     | PlayerSetting
-    | StatusRequest,
+    | StatusRequest
+    | AcknowledgeAlarm
+    | SignIn
+    | SignOut,
     Field(discriminator="kind"),
 ]
 COMMAND_ADAPTER: TypeAdapter[Command] = TypeAdapter(Command)
@@ -317,6 +376,9 @@ COMMAND_KINDS = (
     "enter_dice",
     "player_setting",
     "status_request",
+    "acknowledge_alarm",
+    "sign_in",
+    "sign_out",
 )
 
 

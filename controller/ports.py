@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from controller.config import Config
     from controller.journal import Journal
     from controller.messages import Command
-    from controller.table import CommandReply, Effect, Table
+    from controller.table import CommandReply, Effect, Refusal, Table
 
 Listener = Callable[["Effect"], None]
 
@@ -50,6 +50,11 @@ class CommandSink(Protocol):
         self, command: Command, timeout: float = 10.0, *, origin: Origin | None = None
     ) -> CommandReply:
         """Hand a command to the table and wait for its reply."""
+        ...
+
+    def refused(self, refusal: Refusal) -> None:
+        """Journal a command refused before it reached the table (a wrong PIN, a bad
+        signature, over the rate); the table alarms when one source keeps failing."""
         ...
 
 

@@ -22,6 +22,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from controller.messages import (
+    AlarmAckPayload,
     AlarmPayload,
     Command,
     DevicePayload,
@@ -35,6 +36,7 @@ PAYLOADS: tuple[type[Payload], ...] = (
     RoundPayload,
     PlayerPayload,
     AlarmPayload,
+    AlarmAckPayload,
     DevicePayload,
     StatusPayload,
 )
@@ -46,6 +48,8 @@ DESCRIPTIONS = {
     "the Pai Gow wager. QoS 1.",
     AlarmPayload.SCHEMA: "something a supervisor must see: deck integrity, a device fault, a "
     "garbled frame, a deal that timed out. QoS 1.",
+    AlarmAckPayload.SCHEMA: "a latched (critical) alarm acknowledged by a named person, with the "
+    "channel and identity the acknowledgement came from. QoS 1.",
     DevicePayload.SCHEMA: "a device came online or went offline. QoS 1, retained.",
     StatusPayload.SCHEMA: "the table controller's state: online, or offline (its last will, or a "
     "clean stop), its devices, software version and config digest. QoS 1, retained; published "
@@ -55,6 +59,7 @@ _TOPICS = {
     RoundPayload.SCHEMA: "round | dead",
     PlayerPayload.SCHEMA: "player",
     AlarmPayload.SCHEMA: "alarm",
+    AlarmAckPayload.SCHEMA: "alarm_ack",
     DevicePayload.SCHEMA: "device/<name>",
     StatusPayload.SCHEMA: "status",
 }

@@ -51,7 +51,29 @@ def cmd_authenticate(args: argparse.Namespace) -> int:
     return 0 if check.ok else 1
 
 
+def cmd_dealer_pin(args: argparse.Namespace) -> int:
+    from controller.display.dealers import BADGE, MIN_PIN_DIGITS, hash_pin
+
+    if not BADGE.match(args.badge):
+        print("dealer-pin: a badge is 1–32 letters, digits, '.', '_' or '-'", file=sys.stderr)
+        return 2
+    pin = sys.stdin.readline().strip()
+    if len(pin) < MIN_PIN_DIGITS or not pin.isdigit():
+        print(f"dealer-pin: the PIN must be at least {MIN_PIN_DIGITS} digits", file=sys.stderr)
+        return 2
+    print(f"{args.badge} {hash_pin(pin)}", flush=True)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "dealer-pin",
+        help="a dealers_file line for BADGE: the PIN read from stdin, stored as a salted hash",
+        description="Print 'BADGE pbkdf2_sha256$…' for [display] dealers_file. The PIN is read "
+        "from the first line of stdin, never from the command line (docs/audit.md).",
+    )
+    p.add_argument("badge")
+    p.set_defaults(func=cmd_dealer_pin)
     p = sub.add_parser(
         "authenticate",
         help="HMAC-SHA256 of every installed file, keyed by a nonce (software authentication)",

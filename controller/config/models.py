@@ -379,6 +379,11 @@ class DisplayConfig(_Model):
     port: ListenPort = 8080
     supervisor_token_file: ReadableFile | None = None
     void_pin_file: ReadableFile | None = None
+    dealers_file: ReadableFile | None = Field(
+        default=None,
+        description="badges and PIN hashes of the dealers who may sign in at the kiosk "
+        "('paigow-table dealer-pin BADGE' makes a line)",
+    )
     remote_dealer_input: bool = Field(
         default=False,
         description="accept dealer input (dice, seats, settings, void) from other hosts",
@@ -464,6 +469,20 @@ class LimitsConfig(_Model):
         ge=60,
         le=100_000,
         description="events a device may send a minute; beyond this they are counted, not applied",
+    )
+    refusals_before_alarm: int = Field(
+        default=3,
+        ge=1,
+        le=1000,
+        description="refused commands (wrong PIN, bad signature, over the rate) from one source "
+        "within 10 minutes that raise a critical command_refused alarm",
+    )
+    mqtt_commands_per_minute: int = Field(
+        default=120,
+        ge=1,
+        le=60_000,
+        description="MQTT commands the table takes a minute; beyond it they are refused (one "
+        "journal record and alarm per minute), never dropped silently",
     )
 
 

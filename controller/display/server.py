@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from pydantic import ValidationError
 
 from controller.config import ConfigError
 from controller.display.access import AccessPolicy, Decision, is_loopback_address
+from controller.display.dealers import DealerBook, Lockouts, read_dealers
 from controller.display.guard import ConnectionGuard, StreamLimiter, Tally
 from controller.display.state import CLOSE, LiveState, Update
 from controller.display.stats import side_wagers, two_jacks
@@ -30,23 +30,23 @@ from controller.game.cards import CardError, parse_cards
 from controller.game.setting import Setting
 from controller.journal import Journal, RoundRecord, history
 from controller.messages import (
+    AcknowledgeAlarm,
     Command,
     EnterDice,
     PlayerSetting,
     SetSeats,
+    SignIn,
+    SignOut,
     VoidRound,
 )
 from controller.ports import DisplayHost, Origin
-from controller.table import player_result
+from controller.table import Refusal, player_result
 
 log = structlog.get_logger(__name__)
 
 STATIC_DIR = Path(__file__).with_name("static")
 # The pages call the controller "not responding" after three missed heartbeats.
 HEARTBEAT_S = 2.0
-PIN_TRIES = 5
-PIN_LOCKOUT_S = 60.0
-PIN_LOCKOUT_MAX_S = 3600.0
 PIN_MIN_DIGITS = 6
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -66,24 +66,18 @@ POLICY_KEY = web.AppKey("policy", AccessPolicy)
 
 
 @dataclass
-class _Tries:
-    failures: int = 0
-    lockouts: int = 0
-    locked_until: float = 0.0
-
-
-@dataclass
 class PinGuard:
-    """The void PIN, compared in constant time. It must have at least ``PIN_MIN_DIGITS`` digits
-    (a shorter one disables voiding from the display). Each source (the client's address) has
-    its own count: ``PIN_TRIES`` wrong PINs lock that source out for ``PIN_LOCKOUT_S``, doubling
-    with each further lockout up to an hour, so guessing is slow and one guesser does not lock
-    the kiosk out. ``failures_total`` counts every wrong PIN (the supervisor page shows it)."""
+    """The void PIN (the supervisor's: it also acknowledges alarms), compared in constant time.
+    It must have at least ``PIN_MIN_DIGITS`` digits (a shorter one disables voiding from the
+    display). Each source (the client's address) has its own count of wrong PINs with a
+    doubling lockout (``Lockouts``); every wrong PIN is journaled (docs/audit.md)."""
 
     pin: str | None
-    clock: Callable[[], float] = time.monotonic
-    failures_total: int = 0
-    _sources: dict[str, _Tries] = field(default_factory=dict)
+    lockouts: Lockouts = field(default_factory=Lockouts)
+
+    @property
+    def failures_total(self) -> int:
+        return self.lockouts.failures_total
 
     @property
     def problem(self) -> str | None:
@@ -101,24 +95,13 @@ class PinGuard:
         problem = self.problem
         if problem is not None or self.pin is None:
             return Decision(403, problem or "")
-        now = self.clock()
-        tries = self._sources.setdefault(source, _Tries())
-        if now < tries.locked_until:
-            return Decision(
-                403, f"too many wrong PINs: try again in {int(tries.locked_until - now) + 1} s"
-            )
+        locked = self.lockouts.locked(source)
+        if locked is not None:
+            return locked
         if hmac.compare_digest(presented.encode("utf-8"), self.pin.encode("utf-8")):
-            tries.failures = 0
+            self.lockouts.succeeded(source)
             return Decision(200)
-        tries.failures += 1
-        self.failures_total += 1
-        if tries.failures >= PIN_TRIES:
-            tries.failures = 0
-            lockout = min(PIN_LOCKOUT_MAX_S, PIN_LOCKOUT_S * 2**tries.lockouts)
-            tries.lockouts += 1
-            tries.locked_until = now + lockout
-        if len(self._sources) > 10_000:  # a flood of sources: forget those not locked out
-            self._sources = {k: v for k, v in self._sources.items() if v.locked_until > now}
+        self.lockouts.failed(source)
         return Decision(403, "wrong PIN")
 
 
@@ -132,6 +115,7 @@ class DisplayContext:
     pins: PinGuard
     streams: StreamLimiter
     tally: Tally
+    dealers: DealerBook | None = None
     guard: ConnectionGuard | None = None  # set while serving
     #: Whether a peer is on the kiosk's side of the caps (the table computer itself).
     local_peer: Callable[[str | None], bool] = is_loopback_address
@@ -145,7 +129,24 @@ class DisplayContext:
             "dealer_input": self.policy.dealer_input_for(request),
             "void_enabled": self.pins.problem is None,
             "void_problem": self.pins.problem,
+            "sign_in_enabled": self.dealers is not None,
         }
+
+    def channel(self, remote: str) -> str:
+        return "kiosk" if self.local_peer(remote) else "display"
+
+    def refused(self, request: web.Request, command: str, decision: Decision) -> None:
+        """Journal a refusal (a wrong PIN, a locked-out source); the table alarms after N."""
+        remote = request.remote or ""
+        reason = (
+            "locked_out"
+            if decision.reason.startswith("too many")
+            else "disabled"
+            if "disabled" in decision.reason
+            else "wrong_pin"
+        )
+        log.warning(f"{command}_refused", remote=remote, reason=decision.reason)
+        self.daemon.refused(Refusal(self.channel(remote), remote, command, reason, decision.reason))
 
 
 CONTEXT_KEY = web.AppKey("context", DisplayContext)
@@ -404,7 +405,7 @@ async def api_overview(request: web.Request) -> web.StreamResponse:
 
 async def _submit(ctx: DisplayContext, command: Command, request: web.Request) -> web.Response:
     remote = request.remote or ""
-    origin = Origin("kiosk" if ctx.local_peer(remote) else "display", remote)
+    origin = Origin(ctx.channel(remote), remote)
     try:
         reply = await ctx.daemon.submit(command, origin=origin)
     except TimeoutError:
@@ -511,7 +512,7 @@ async def api_void(request: web.Request) -> web.StreamResponse:
     body = await _body(request)
     decision = ctx.pins.check(str(body.get("pin", "")), request.remote or "")
     if not decision.allowed:
-        log.warning("void_refused", remote=request.remote, reason=decision.reason)
+        ctx.refused(request, "void_round", decision)
         return _refuse(decision)
     try:
         command = VoidRound(
@@ -522,6 +523,50 @@ async def api_void(request: web.Request) -> web.StreamResponse:
     except ValidationError as exc:
         return _validation(exc)
     return await _submit(ctx, command, request)
+
+
+async def api_acknowledge(request: web.Request) -> web.StreamResponse:
+    """A latched alarm acknowledged by a named person with the supervisor's PIN."""
+    ctx = _ctx(request)
+    body = await _body(request)
+    decision = ctx.pins.check(str(body.get("pin", "")), request.remote or "")
+    if not decision.allowed:
+        ctx.refused(request, "acknowledge_alarm", decision)
+        return _refuse(decision)
+    try:
+        command = AcknowledgeAlarm(
+            alarm_id=str(body.get("alarm_id") or ""),
+            by=str(body.get("by") or "").strip(),
+            note=str(body.get("note") or "")[:200],
+            request_id=_request_id(),
+        )
+    except ValidationError as exc:
+        return _validation(exc)
+    return await _submit(ctx, command, request)
+
+
+async def api_sign_in(request: web.Request) -> web.StreamResponse:
+    """A dealer signs in with badge and PIN (``[display] dealers_file``)."""
+    ctx = _ctx(request)
+    if ctx.dealers is None:
+        return _error(403, "sign-in is disabled: no dealers_file is configured")
+    body = await _body(request)
+    badge = str(body.get("badge") or "").strip()[:64]
+    decision = await asyncio.to_thread(
+        ctx.dealers.check, badge, str(body.get("pin", "")), request.remote or ""
+    )
+    if not decision.allowed:
+        ctx.refused(request, "sign_in", decision)
+        return _refuse(decision)
+    try:
+        command = SignIn(dealer_id=badge, request_id=_request_id())
+    except ValidationError as exc:
+        return _validation(exc)
+    return await _submit(ctx, command, request)
+
+
+async def api_sign_out(request: web.Request) -> web.StreamResponse:
+    return await _submit(_ctx(request), SignOut(request_id=_request_id()), request)
 
 
 # --- the application -------------------------------------------------------------------------
@@ -549,6 +594,9 @@ def build_app(ctx: DisplayContext) -> web.Application:
     r.add_post("/api/player-setting", api_player_setting)
     r.add_post("/api/player-setting/preview", api_player_preview)
     r.add_post("/api/void", api_void)
+    r.add_post("/api/alarms/acknowledge", api_acknowledge)
+    r.add_post("/api/sign-in", api_sign_in)
+    r.add_post("/api/sign-out", api_sign_out)
     r.add_static("/static", STATIC_DIR, append_version=False)
     return app
 
@@ -633,6 +681,12 @@ class DisplayService:
         pins = PinGuard(_secret(cfg.read_void_pin, "void_pin_file"))
         if pins.pin is not None and pins.problem is not None:
             log.error("void_pin_rejected", detail=pins.problem)
+        dealers = None
+        if cfg.dealers_file is not None:
+            try:
+                dealers = DealerBook(read_dealers(cfg.dealers_file))
+            except (OSError, ValueError) as exc:
+                log.error("dealers_file_unreadable", error=str(exc))
         return DisplayContext(
             daemon,
             state,
@@ -640,6 +694,7 @@ class DisplayService:
             pins,
             StreamLimiter(cfg.max_streams, tally=tally),
             tally,
+            dealers=dealers,
             local_peer=self.local_peer,
         )
 

@@ -36,8 +36,9 @@ from paho.mqtt.reasoncodes import ReasonCode
 from controller.clock import iso
 from controller.config import MqttConfig
 from controller.journal import Journal, OutboxRow
-from controller.messages import StatusPayload, envelope
+from controller.messages import COMMAND_KINDS, StatusPayload, envelope
 from controller.mqtt.client import Client
+from controller.mqtt.rate import CommandRate
 from controller.mqtt.signing import CommandVerifier, read_keys
 from controller.mqtt.wire import (
     COMMAND_SIZE_LIMIT,
@@ -50,10 +51,12 @@ from controller.mqtt.wire import (
 )
 from controller.ports import Lifecycle, Origin, PublisherHost
 from controller.table import (
+    AlarmAcknowledged,
     AlarmRaised,
     DeviceChanged,
     Effect,
     PlayerSettled,
+    Refusal,
     RoundClosed,
     StatusChanged,
 )
@@ -63,6 +66,8 @@ log = structlog.get_logger(__name__)
 #: Outbox messages in flight at once (published, PUBACK not yet seen) under MQTT 3.1.1;
 #: MQTT 5 sends one at a time (see ``MqttService._drain``).
 PUBLISH_WINDOW = 20
+#: Commands refused over the rate are journaled as one record a minute with their count.
+RATE_REPORT = timedelta(minutes=1)
 #: Command handlers running at once; more commands wait in the receive queue.
 COMMAND_SLOTS = 16
 #: Commands queued beyond this while the handlers are busy are dropped by the client.
@@ -236,6 +241,8 @@ class MqttService:
         self._nudge = asyncio.Event()
         self._status_stale = True
         self.verifier: CommandVerifier | None = None
+        self.rate = CommandRate(120)
+        self._over_reported: datetime | None = None
 
     # --- effects -----------------------------------------------------------------------------
 
@@ -243,7 +250,9 @@ class MqttService:
         if isinstance(effect, StatusChanged):
             self._status_stale = True
             self._nudge.set()
-        elif isinstance(effect, RoundClosed | PlayerSettled | AlarmRaised | DeviceChanged):
+        elif isinstance(
+            effect, RoundClosed | PlayerSettled | AlarmRaised | AlarmAcknowledged | DeviceChanged
+        ):
             self._nudge.set()  # the daemon also sets outbox_changed; either wakes the drain
 
     # --- running -----------------------------------------------------------------------------
@@ -274,9 +283,51 @@ class MqttService:
         )
         return verifier
 
+    def _report_refusal(
+        self, daemon: PublisherHost, topic: str, name: str, exc: CommandRefused
+    ) -> None:
+        """Journal the refusal (the table alarms when one sender keeps failing). Over the rate,
+        one record a minute says how many were refused: a flood must not become a journal
+        flood."""
+        command = name[:64] if name in COMMAND_KINDS else "unknown"
+        if exc.reason == "rate_limited":
+            now = daemon.clock()
+            if self._over_reported is None or (now - self._over_reported) >= RATE_REPORT:
+                self._flush_over(daemon, command)
+            return
+        daemon.refused(Refusal("mqtt", topic[:200], command, exc.reason, exc.error[:300]))
+
+    def _flush_over(self, daemon: PublisherHost, command: str = "any") -> None:
+        over = self.rate.take_over()
+        if over:
+            self._over_reported = daemon.clock()
+            detail = f"more than {self.rate.per_minute} commands a minute"
+            daemon.refused(
+                Refusal("mqtt", daemon.topic("cmd/+"), command, "rate_limited", detail, over)
+            )
+
+    async def _report_over(self, daemon: PublisherHost) -> None:
+        """The refusals over the rate since the last record, once a minute while they last."""
+        while True:
+            await asyncio.sleep(RATE_REPORT.total_seconds())
+            self._flush_over(daemon)
+
     async def run(self, daemon: PublisherHost) -> None:
         daemon.subscribe(self._on_effect)
         self.verifier = self._verifier(daemon)
+        self.rate = CommandRate(daemon.config.limits.mqtt_commands_per_minute)
+        reporter = asyncio.get_running_loop().create_task(
+            self._report_over(daemon), name="mqtt.rate_report"
+        )
+        try:
+            await self._reconnecting(daemon)
+        finally:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reporter
+            self._flush_over(daemon)
+
+    async def _reconnecting(self, daemon: PublisherHost) -> None:
         config = daemon.config.mqtt
         backoff = config.reconnect.to_backoff()
         attempt = 0
@@ -489,10 +540,17 @@ class MqttService:
             response_topic = None
         reply_topic = response_topic or daemon.topic(f"reply/{name}")
         try:
+            if not self.rate.admit(daemon.clock()):
+                raise CommandRefused(
+                    f"refused: more than {self.rate.per_minute} commands a minute; try again "
+                    "shortly",
+                    reason="rate_limited",
+                )
             command = parse_command_message(prefix, topic, payload, self.verifier)
         except CommandRefused as exc:
             self.refused += 1
             log.warning("command_refused", topic=topic[:200], size=len(payload), error=exc.error)
+            self._report_refusal(daemon, topic, name, exc)
             reply = ReplyPayload(ok=False, error=exc.error, request_id=exc.request_id, data=None)
         else:
             self.commands += 1

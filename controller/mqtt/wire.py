@@ -35,10 +35,11 @@ class ReplyPayload(BaseModel):
 class CommandRefused(Exception):
     """A command that never reached the table (malformed, oversized, unknown, not ours)."""
 
-    def __init__(self, error: str, request_id: str | None = None) -> None:
+    def __init__(self, error: str, request_id: str | None = None, reason: str = "invalid") -> None:
         super().__init__(error)
         self.error = error
         self.request_id = request_id
+        self.reason = reason  # invalid, signature (journaled with the refusal)
 
 
 # --- wire helpers ------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ def parse_command_message(
         try:
             body = verifier.verify(name, body)
         except SignatureRefused as exc:
-            raise CommandRefused(f"refused: {exc}", request_id) from None
+            raise CommandRefused(f"refused: {exc}", request_id, "signature") from None
     try:
         return parse_command({**body, "kind": name})
     except ValidationError as exc:

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.messages import (
+    AlarmAckPayload,
     AlarmPayload,
     Command,
     DevicePayload,
@@ -82,7 +83,33 @@ class JournalRecovered:
     kind = "journal_fault"
 
 
-TableEvent = DeviceEvent | Command | Tick | NoiseSummary | DiskSpace | JournalRecovered
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A command refused before it reached the table (a wrong PIN, a bad or stale signature,
+    a replay, over the rate): journaled as ``command_refused``; the table raises an alarm once
+    one source has been refused ``refusals_before_alarm`` times within the window."""
+
+    channel: str
+    identity: str
+    command: str
+    reason: str  # wrong_pin, locked_out, signature, rate_limited
+    detail: str
+    count: int = 1  # rate_limited: the refusals this summary stands for
+
+    kind = "command_refused"
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "channel": self.channel,
+            "identity": self.identity,
+            "command": self.command,
+            "reason": self.reason,
+            "detail": self.detail,
+            "count": self.count,
+        }
+
+
+TableEvent = DeviceEvent | Command | Tick | NoiseSummary | DiskSpace | JournalRecovered | Refusal
 
 
 # --- effects --------------------------------------------------------------------------------
@@ -116,6 +143,13 @@ class PlayerSettled:
 @dataclass(frozen=True, slots=True)
 class AlarmRaised:
     payload: AlarmPayload
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmAcknowledged:
+    """A latched alarm acknowledged by a named person: journaled, sent on ``alarm_ack``."""
+
+    payload: AlarmAckPayload
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +204,7 @@ Effect = (
     | RoundClosed
     | PlayerSettled
     | AlarmRaised
+    | AlarmAcknowledged
     | DeviceChanged
     | StatusChanged
     | RoundProgress

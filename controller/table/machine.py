@@ -14,6 +14,7 @@ deal. A new deal closes a round still dealing (reason ``new_deal``)."""
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -41,6 +42,8 @@ from controller.game.wagers import (
     settle_envy,
 )
 from controller.messages import (
+    AcknowledgeAlarm,
+    AlarmAckPayload,
     AlarmPayload,
     CloseTable,
     Command,
@@ -60,6 +63,8 @@ from controller.messages import (
     SeatOut,
     SetSeats,
     SetWagers,
+    SignIn,
+    SignOut,
     StatusPayload,
     StatusRequest,
     VoidRound,
@@ -69,6 +74,7 @@ from controller.table.effects import (
     DEALER_POSITION,
     PACKET_SIZE,
     PACKETS,
+    AlarmAcknowledged,
     AlarmRaised,
     CommandReply,
     DealRecorded,
@@ -79,6 +85,7 @@ from controller.table.effects import (
     JournalRecovered,
     NoiseSummary,
     PlayerSettled,
+    Refusal,
     RoundClosed,
     RoundOpened,
     RoundProgress,
@@ -156,6 +163,7 @@ class _Round:
     dealer_setting: Setting | None = None
     seat_cards: dict[str, tuple[int, ...]] = field(default_factory=dict)
     players: dict[str, PlayerPayload] = field(default_factory=dict)
+    dealer_id: str | None = None
 
     def clone(self) -> _Round:
         """A copy that shares only immutable parts (tuples, models the table never changes)."""
@@ -198,6 +206,10 @@ class _Round:
     def voided(self) -> bool:
         return self.phase in (Phase.VOID, Phase.VOIDED_AFTER_SETTLEMENT)
 
+
+#: A source refused this many times within REFUSAL_WINDOW raises one ``command_refused`` alarm.
+REFUSALS_BEFORE_ALARM = 3
+REFUSAL_WINDOW = timedelta(minutes=10)
 
 #: Complete deals remembered to refuse a replay (the same shuffle id or the same cards): about
 #: two weeks of a busy table, in about 4 MB (64-bit keys, round numbers as values).
@@ -257,12 +269,14 @@ class Table:
         recent_deals: Iterable[tuple[int, str, str]] = (),
         software_digest: str = "",
         software_verified: bool | None = None,
+        new_alarm_id: Callable[[], str] | None = None,
     ) -> None:
         """``recent_deals``: (round number, shuffle id, fingerprint) of earlier complete deals,
         oldest first (the journal's ``deal_seen`` events), so a replay is refused across
         restarts."""
         self.settings = settings
         self._new_round_id = new_round_id
+        self._new_alarm_id = new_alarm_id or (lambda: f"alarm-{uuid.uuid4().hex}")
         self._clock = clock
         self._next_seq = next_round_seq
         self._software_version = software_version
@@ -276,6 +290,14 @@ class Table:
         self.occupied: dict[str, bool | None] = dict.fromkeys(sorted(labels))
         self.wagers: dict[str, Wagers] = {}
         self.fault: _Fault | None = None
+        #: Critical alarms nobody has acknowledged yet, by id (latched: the daemon keeps them
+        #: in the journal so they survive a restart).
+        self.latched: dict[str, AlarmPayload] = {}
+        self.dealer_id: str | None = None
+        #: Refused commands per (channel, identity, reason): first refusal, count, alarmed.
+        self._refusals: dict[tuple[str, str, str], tuple[datetime, int, bool]] = {}
+        self.refusals_before_alarm = REFUSALS_BEFORE_ALARM
+        self.refusal_window = REFUSAL_WINDOW
         self._deals: OrderedDict[int, int] = OrderedDict()  # fingerprint key → round number
         self._shuffles: OrderedDict[int, int] = OrderedDict()  # shuffle id key → round number
         for round_seq, shuffle_id, fingerprint in recent_deals:
@@ -295,6 +317,9 @@ class Table:
             "occupied": dict(self.occupied),
             "wagers": dict(self.wagers),
             "fault": self.fault.clone() if self.fault is not None else None,
+            "latched": dict(self.latched),
+            "dealer_id": self.dealer_id,
+            "_refusals": dict(self._refusals),
             "_next_seq": self._next_seq,
             "_deal_count": (len(self._deals), len(self._shuffles)),
         }
@@ -408,8 +433,16 @@ class Table:
 
     # --- the entry point ----------------------------------------------------------------
 
-    def handle(self, event: TableEvent) -> list[Effect]:
-        """Apply one event; return what must be done, in order."""
+    def handle(self, event: TableEvent, source: tuple[str, str] = ("", "")) -> list[Effect]:
+        """Apply one event; return what must be done, in order. ``source``: the channel and
+        identity a command came from (an acknowledgement names them)."""
+        latched = len(self.latched)
+        effects = self._handle(event, source)
+        if len(self.latched) != latched and not any(isinstance(e, StatusChanged) for e in effects):
+            effects.append(StatusChanged(self.status()))  # the retained status lists them
+        return effects
+
+    def _handle(self, event: TableEvent, source: tuple[str, str]) -> list[Effect]:
         match event:
             case DealStarted():
                 return self._deal_started(event)
@@ -451,8 +484,10 @@ class Table:
                 return [self._disk_space(event)]
             case JournalRecovered():
                 return self._recover(event.now)
+            case Refusal():
+                return self._refused(event)
             case _:
-                return self._command(event)
+                return self._command(event, source)
 
     def status(self) -> StatusPayload:
         return StatusPayload(
@@ -465,6 +500,8 @@ class Table:
             config_digest=self._config_digest,
             software_digest=self._software[0],
             software_verified=self._software[1],
+            alarms_unacknowledged=list(self.latched.values()),
+            dealer_id=self.dealer_id,
         )
 
     # --- the deal -----------------------------------------------------------------------
@@ -479,6 +516,7 @@ class Table:
             )
         now = self._clock()
         r = _Round(self._new_round_id(), self._next_seq, now, shuffle_id, device)
+        r.dealer_id = self.dealer_id
         self._next_seq += 1
         r.draw, self.pending_draw = self.pending_draw, None
         self.round = r
@@ -708,6 +746,7 @@ class Table:
             closed_at=self._clock(),
             shuffle_id=r.shuffle_id,
             card_source=r.source,
+            dealer_id=r.dealer_id,
             first_position=r.draw,
             positions=self._positions(by_position, r.draw.position),
             dealer=DealerOut(
@@ -761,6 +800,7 @@ class Table:
             closed_at=self._clock(),
             shuffle_id=r.shuffle_id,
             card_source=r.source,
+            dealer_id=r.dealer_id,
             first_position=r.draw,
             positions=positions,
             rules=self.settings.describe_rules(),
@@ -859,15 +899,27 @@ class Table:
     ) -> AlarmRaised:
         if round_id is None and self.round is not None and not self.round.closed:
             round_id = self.round.round_id
-        return AlarmRaised(
-            AlarmPayload(
-                code=code, severity=severity, detail=detail, device=device, round_id=round_id
-            )
+        payload = AlarmPayload(
+            code=code,
+            severity=severity,
+            detail=detail,
+            device=device,
+            round_id=round_id,
+            alarm_id=self._new_alarm_id(),
+            raised_at=self._clock(),
+            ack_required=severity == "critical",
         )
+        if payload.ack_required:
+            self.latched[payload.alarm_id] = payload
+        return AlarmRaised(payload)
+
+    def restore_latched(self, alarms: Iterable[AlarmPayload]) -> None:
+        """The latched alarms the journal kept across a restart."""
+        self.latched = {a.alarm_id: a for a in alarms if a.alarm_id}
 
     # --- commands -----------------------------------------------------------------------
 
-    def _command(self, command: Command) -> list[Effect]:
+    def _command(self, command: Command, source: tuple[str, str]) -> list[Effect]:
         kind = command.kind
         try:
             match command:
@@ -922,6 +974,18 @@ class Table:
                     return [CommandReply(command.request_id, kind, True), *effects]
                 case PlayerSetting():
                     return self._player_setting(command)
+                case AcknowledgeAlarm():
+                    return self._acknowledge(command, source)
+                case SignIn():
+                    return self._sign_in(command)
+                case SignOut():
+                    if self.dealer_id is None:
+                        raise ValueError("no dealer is signed in")
+                    was, self.dealer_id = self.dealer_id, None
+                    return [
+                        CommandReply(command.request_id, kind, True, data={"dealer_id": was}),
+                        StatusChanged(self.status()),
+                    ]
                 case StatusRequest():
                     return [
                         CommandReply(
@@ -935,6 +999,71 @@ class Table:
         except (ValueError, CardError) as exc:
             return [CommandReply(command.request_id, kind, False, str(exc))]
         return [CommandReply(command.request_id, kind, False, f"unknown command {kind}")]
+
+    def _acknowledge(self, command: AcknowledgeAlarm, source: tuple[str, str]) -> list[Effect]:
+        alarm = self.latched.pop(command.alarm_id, None)
+        if alarm is None:
+            raise ValueError(f"no unacknowledged alarm {command.alarm_id}")
+        ack = AlarmAckPayload(
+            alarm_id=alarm.alarm_id,
+            code=alarm.code,
+            raised_at=alarm.raised_at,
+            acknowledged_at=self._clock(),
+            by=command.by,
+            channel=source[0],
+            identity=source[1],
+            note=command.note,
+        )
+        return [
+            CommandReply(command.request_id, command.kind, True, data=ack.model_dump(mode="json")),
+            AlarmAcknowledged(ack),
+            StatusChanged(self.status()),
+        ]
+
+    def _refused(self, event: Refusal) -> list[Effect]:
+        """Every refusal is journaled (by the daemon); one alarm per source and window once it
+        has been refused ``refusals_before_alarm`` times: a guesser or a forger is seen."""
+        now = self._clock()
+        key = (event.channel, event.identity, event.reason)
+        first, count, alarmed = self._refusals.get(key, (now, 0, False))
+        if now - first > self.refusal_window:
+            first, count, alarmed = now, 0, False
+        count += event.count
+        effects: list[Effect] = []
+        # Over the rate is a flood already: alarmed at once, not after N reports.
+        limit = 1 if event.reason == "rate_limited" else self.refusals_before_alarm
+        if count >= limit and not alarmed:
+            alarmed = True
+            who = f"{event.channel} {event.identity}".strip()
+            # A guesser, a forger or a flood is a security event; a malformed command is a
+            # faulty integration: seen, not latched.
+            severity: Literal["warning", "critical"] = (
+                "warning" if event.reason in ("invalid", "disabled") else "critical"
+            )
+            effects.append(
+                self._alarm(
+                    "command_refused",
+                    severity,
+                    f"{count} {event.command} commands from {who} refused since "
+                    f"{iso(first)} ({event.reason}: {event.detail}); call security if "
+                    "nobody at the table can explain it",
+                )
+            )
+        if len(self._refusals) > 1_000:  # a flood of sources: forget the oldest half
+            for old in sorted(self._refusals, key=lambda k: self._refusals[k][0])[:500]:
+                del self._refusals[old]
+        self._refusals[key] = (first, count, alarmed)
+        return effects
+
+    def _sign_in(self, command: SignIn) -> list[Effect]:
+        """A dealer takes the table; the rounds opened from now on record them. A different
+        dealer already signed in makes it a rotation (journaled as this command)."""
+        was, self.dealer_id = self.dealer_id, command.dealer_id
+        data = {"dealer_id": command.dealer_id, "replaces": was, "rotation": was is not None}
+        return [
+            CommandReply(command.request_id, command.kind, True, data=data),
+            StatusChanged(self.status()),
+        ]
 
     def _void(self, command: VoidRound) -> list[Effect]:
         r = self.round
@@ -978,6 +1107,8 @@ class Table:
         )
         w = self.wagers.get(command.seat)
         amount = w.pai_gow if w else None
+        earlier = r.players.get(command.seat)
+        entry = int(earlier.setting_id.rsplit("/", 1)[1]) + 1 if earlier else 1
         payload = PlayerPayload(
             round_id=r.round_id,
             seat=command.seat,
@@ -989,6 +1120,9 @@ class Table:
             win=None
             if amount is None
             else {"win": amount, "push": 0, "lose": -amount}[str(result.outcome)],
+            setting_id=f"{r.round_id}/{command.seat}/{entry}",
+            corrects=earlier.setting_id if earlier else None,
+            dealer_id=r.dealer_id,
         )
         r.players[command.seat] = payload
         return [

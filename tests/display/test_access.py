@@ -16,6 +16,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from controller.display import DisplayService
 from controller.display.access import AccessPolicy, is_loopback_address
+from controller.display.dealers import Lockouts
 from controller.display.server import POLICY_KEY, PinGuard, access_middleware
 from tests.display.conftest import unavailable, write_secret
 from tests.harness import running_table
@@ -142,7 +143,7 @@ async def test_dealer_input_from_another_site_is_refused() -> None:
 
 def test_wrong_pins_lock_out_their_source_longer_each_time() -> None:
     now = [100.0]
-    guard = PinGuard("246813", clock=lambda: now[0])
+    guard = PinGuard("246813", Lockouts(clock=lambda: now[0]))
     assert guard.check("246813", "10.0.0.9").allowed
     for _ in range(5):
         assert guard.check("000000", "10.0.0.9").reason == "wrong PIN"

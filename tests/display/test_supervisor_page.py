@@ -3,6 +3,7 @@ history with every journaled detail, escaping of device text, and remote access 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from playwright.async_api import Browser, expect
 
 from controller.display import DisplayService
 from controller.messages import RoundPayload
-from controller.table import AlarmRaised
+from controller.table import AlarmRaised, Refusal
 from drivers.events import DeviceFault
 from tests.display.conftest import SMALL_KIOSK, kiosk, shot, unavailable, write_secret
 from tests.display.test_access import non_loopback_address
@@ -106,3 +107,31 @@ async def test_remote_supervisor_page_needs_the_token(browser: Browser, tmp_path
             k.page.locator(f'#rounds tr[data-round-id="{result.round_id}"]')
         ).to_be_visible()
         await shot(k.page, "supervisor-remote-with-token")
+
+
+async def test_a_latched_alarm_is_shown_until_a_named_person_acknowledges_it(
+    browser: Browser, tmp_path: Path
+) -> None:
+    pin = write_secret(tmp_path / "void.pin", "604918")
+    extra = f'[display]\nvoid_pin_file = "{pin}"\n'
+    async with kiosk(browser, tmp_path / "run", path="/supervisor", config_extra=extra) as k:
+        page, t = k.page, k.table
+        await expect(page.locator("#latched")).to_be_hidden()
+        for _ in range(3):  # a guesser at a display: journaled, then one critical alarm
+            t.daemon.refused(Refusal("display", "10.9.8.7", "void_round", "wrong_pin", "wrong PIN"))
+        item = page.locator("#latched-list li.latched-alarm")
+        await expect(item).to_have_count(1)
+        await expect(item).to_contain_text("void_round commands from display 10.9.8.7")
+        await expect(page.locator("#dealer")).to_have_text("No dealer signed in")
+        await shot(page, "supervisor-latched-alarm")
+        await item.locator(".ack-by").fill("Supervisor Kim")
+        await item.locator(".ack-pin").fill("111111")
+        await item.locator("button").click()
+        await expect(item.locator(".ack-note")).to_have_text("wrong PIN")
+        await item.locator(".ack-pin").fill("604918")
+        await item.locator("button").click()
+        await expect(page.locator("#latched")).to_be_hidden()
+        [row] = t.journal._connection.execute(
+            "SELECT payload FROM events WHERE kind = 'alarm_acknowledged'"
+        ).fetchall()
+        assert json.loads(row[0])["by"] == "Supervisor Kim"

@@ -50,10 +50,12 @@ async def test_a_thousand_malformed_commands_leave_the_daemon_serving(
 ) -> None:
     service = MqttService()
     cases = list(itertools.islice(itertools.cycle(MALFORMED), 1000))
+    # Each one validated on its own merits (the rate limit is tested in test_signed_commands).
+    extra = mqtt_section(broker) + "\n[limits]\nmqtt_commands_per_minute = 60000\n"
     with structlog.testing.capture_logs() as events:
         async with (
             Subscriber(broker.port, [f"{PREFIX}reply/#", f"{PREFIX}round"]) as sub,
-            running_table(tmp_path, services=[service], config_extra=mqtt_section(broker)) as t,
+            running_table(tmp_path, services=[service], config_extra=extra) as t,
         ):
             await service.connected.wait()
             assert sub.client is not None

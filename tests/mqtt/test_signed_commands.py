@@ -16,7 +16,7 @@ from controller.mqtt.publisher import MqttService
 from controller.mqtt.signing import canonical, sign
 from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
-from tests.mqtt.conftest import PREFIX, Subscriber, mqtt_section, on
+from tests.mqtt.conftest import PREFIX, Subscriber, mqtt_section, on, validate_message
 
 KEY = bytes(range(32))
 OTHER = bytes(range(1, 33))
@@ -116,3 +116,65 @@ async def test_signed_commands_run_and_everything_else_is_refused(
     with sqlite3.connect(workdir / "journal.sqlite3") as conn:
         kinds = [k for (k,) in conn.execute("SELECT kind FROM events WHERE kind LIKE 'command.%'")]
     assert kinds.count("command.void_round") == 1  # only the signed one reached the table
+
+
+async def test_refusals_are_journaled_alarmed_and_a_flood_is_refused_not_dropped(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    extra = mqtt_section(broker, f'command_keys_file = "{_keys(tmp_path)}"')
+    extra += "\n[limits]\nmqtt_commands_per_minute = 8\n"
+    workdir = tmp_path / "table"
+    service = MqttService()
+    async with (
+        Subscriber(
+            broker.port, [f"{PREFIX}reply/#", f"{PREFIX}alarm", f"{PREFIX}alarm_ack"]
+        ) as sub,
+        running_table(workdir, services=[service], config_extra=extra),
+    ):
+        await service.connected.wait()
+        assert sub.client is not None
+
+        async def send(kind: str, body: bytes) -> dict[str, Any]:
+            assert sub.client is not None
+            await sub.client.publish(f"{PREFIX}cmd/{kind}", body, qos=1)
+            return dict((await sub.until(on(f"{PREFIX}reply/{kind}"))).json)
+
+        for n in range(3):  # three forgeries: journaled, then one critical alarm
+            forged = await send("void_round", _body("void_round", f"f-{n}", key=OTHER, reason="x"))
+            assert not forged["ok"]
+        alarm = await sub.until(on(f"{PREFIX}alarm"))
+        validate_message(alarm)
+        assert alarm.json["payload"]["code"] == "command_refused"
+        assert alarm.json["payload"]["ack_required"] is True
+        alarm_id = alarm.json["payload"]["alarm_id"]
+        # Acknowledged by a signed command naming the person.
+        ack = await send(
+            "acknowledge_alarm",
+            _body("acknowledge_alarm", "a-1", alarm_id=alarm_id, by="CMS operator 7"),
+        )
+        assert ack["ok"], ack
+        acked = await sub.until(on(f"{PREFIX}alarm_ack"))
+        validate_message(acked)
+        assert acked.json["payload"]["by"] == "CMS operator 7"
+        assert acked.json["payload"]["channel"] == "mqtt"
+        # A flood: 8 a minute pass (4 so far), the rest are refused with a reply, and one
+        # journal record says how many.
+        replies = [await send("status_request", b"{}") for _ in range(12)]
+        assert 4 <= sum(r["ok"] for r in replies) <= 5  # a token may come back meanwhile
+        assert all("commands a minute" in r["error"] for r in replies if not r["ok"])
+        flood = await sub.seen(
+            lambda m: m.topic == f"{PREFIX}alarm" and "rate_limited" in m.json["payload"]["detail"]
+        )
+        assert flood.json["payload"]["code"] == "command_refused"
+    with sqlite3.connect(workdir / "journal.sqlite3") as conn:
+        rows = [
+            json.loads(p)
+            for (p,) in conn.execute(
+                "SELECT payload FROM events WHERE kind = 'command_refused' ORDER BY id"
+            )
+        ]
+    assert [r["reason"] for r in rows[:3]] == ["signature"] * 3
+    assert all(r["channel"] == "mqtt" for r in rows)
+    [rate] = [r for r in rows if r["reason"] == "rate_limited"]
+    assert rate["count"] >= 1
+    assert sum(r["count"] for r in rows if r["reason"] == "rate_limited") <= 8

@@ -139,9 +139,12 @@ def test_a_noise_summary_is_one_alarm_with_the_counts() -> None:
         dropped=900,
         dropped_kinds=(("packet_dealt", 900),),
     )
-    [alarm] = table.handle(flood)
+    [alarm, status] = table.handle(flood)
     assert isinstance(alarm, AlarmRaised)
     assert alarm.payload.code == "device_flood" and alarm.payload.severity == "critical"
+    # A critical alarm is latched until acknowledged: the retained status lists it.
+    assert alarm.payload.ack_required and isinstance(status, StatusChanged)
+    assert [a.alarm_id for a in status.payload.alarms_unacknowledged] == [alarm.payload.alarm_id]
 
 
 def test_packets_of_a_flood_never_settle_a_round_by_themselves() -> None:

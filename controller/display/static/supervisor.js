@@ -26,6 +26,34 @@ function renderHeader() {
   $("#current-round").textContent = r ? `Round ${r.round_seq} · ${r.phase.replace("_", " ")}` : "No round yet";
 }
 
+function renderLatched() {
+  const latched = S.status.alarms_unacknowledged || [];
+  $("#latched").hidden = latched.length === 0;
+  $("#latched-count").textContent = String(latched.length);
+  const dealer = S.status.dealer_id;
+  $("#dealer").textContent = dealer ? `Dealer ${dealer}` : "No dealer signed in";
+  fill($("#latched-list"), ...latched.map((a) => {
+    const note = el("span", { class: "ack-note", role: "status" });
+    const by = el("input", { class: "ack-by", type: "text", placeholder: "your name or badge", maxlength: "64", "aria-label": "acknowledged by" });
+    const pin = el("input", { class: "ack-pin", type: "password", inputmode: "numeric", placeholder: "PIN", maxlength: "16", "aria-label": "supervisor PIN" });
+    const form = el("form", { class: "ack-form" }, by, pin,
+      el("button", { class: "btn", type: "submit", text: "Acknowledge" }), note);
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      note.textContent = "…";
+      const answer = await api("/api/alarms/acknowledge", { method: "POST", body: { alarm_id: a.alarm_id, by: by.value.trim(), pin: pin.value } });
+      pin.value = "";
+      note.textContent = answer.ok ? "acknowledged" : (answer.error || "refused");
+    });
+    return el("li", { class: ["alarm", a.severity, "latched-alarm"], "data-alarm": a.alarm_id },
+      el("span", { class: "sev", text: a.severity.toUpperCase() }),
+      el("span", { class: "when", text: a.raised_at ? dateTimeText(a.raised_at) : "" }),
+      el("b", { class: "code", text: cap(lineName(a.code)) }),
+      el("span", { class: "info", text: a.detail }),
+      form);
+  }));
+}
+
 function renderDevices() {
   const entries = Object.entries(S.devices).sort();
   fill($("#devices"), entries.length ? entries.map(([name, d]) => el("li", { class: ["device", d.online ? "up" : "down"] },
@@ -272,7 +300,7 @@ function refreshSoon() {
 const handlers = {
   snapshot(data) {
     S.table = data.table; S.status = data.status || {}; S.devices = data.devices || {}; S.round = data.round; S.alarms = data.alarms || [];
-    renderHeader(); renderDevices(); renderAlarms(); loadOverview();
+    renderHeader(); renderLatched(); renderDevices(); renderAlarms(); loadOverview();
     loadRounds(); // after the seat map: history rows name seats, not positions
   },
   round(data) {
@@ -281,7 +309,7 @@ const handlers = {
     if (closed) refreshSoon();
   },
   device(data) { S.devices[data.device] = data; renderDevices(); },
-  status(data) { S.status = data; renderHeader(); },
+  status(data) { S.status = data; renderHeader(); renderLatched(); },
   alarm(data) { S.alarms.unshift(data); S.alarms = S.alarms.slice(0, 50); renderAlarms(); },
   player(data) { if (S.selected === data.round_id) showRound(data.round_id); },
   seats() {},

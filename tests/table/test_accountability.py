@@ -1,0 +1,189 @@
+"""Who did what, in the pure table (issue 14, docs/audit.md): latched critical alarms and their
+acknowledgement, dealer sign-in and rotations, a player's setting entered twice (a correction),
+and commands refused before the table (alarmed once a source keeps failing)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.messages import AcknowledgeAlarm, PlayerSetting, SignIn, SignOut
+from controller.table import (
+    AlarmAcknowledged,
+    AlarmRaised,
+    CommandReply,
+    NoiseSummary,
+    PlayerSettled,
+    Refusal,
+    StatusChanged,
+    Table,
+)
+from controller.table.machine import REFUSAL_WINDOW
+from drivers.events import DeviceFault
+from tests.table.test_machine import Clock, closed, make_table, packet_events, rng, run, shuffled
+
+
+def _critical(table: Table, clock: Clock) -> AlarmRaised:
+    flood = NoiseSummary(
+        device="shuffler",
+        since=clock.now,
+        until=clock.now + timedelta(seconds=60),
+        dropped=900,
+        dropped_kinds=(("packet_dealt", 900),),
+    )
+    [alarm] = [e for e in table.handle(flood) if isinstance(e, AlarmRaised)]
+    return alarm
+
+
+def _reply(effects: list) -> CommandReply:  # type: ignore[type-arg]
+    [reply] = [e for e in effects if isinstance(e, CommandReply)]
+    return reply
+
+
+def test_a_critical_alarm_is_latched_until_a_named_person_acknowledges_it() -> None:
+    table, clock = make_table()
+    alarm = _critical(table, clock)
+    assert alarm.payload.ack_required and alarm.payload.raised_at == clock.now
+    assert [a.alarm_id for a in table.status().alarms_unacknowledged] == [alarm.payload.alarm_id]
+    clock.now += timedelta(minutes=3)
+    ack = AcknowledgeAlarm(alarm_id=alarm.payload.alarm_id, by="S-0042", note="swapped cable")
+    effects = table.handle(ack, ("kiosk", "127.0.0.1"))
+    assert _reply(effects).ok
+    [acknowledged] = [e for e in effects if isinstance(e, AlarmAcknowledged)]
+    p = acknowledged.payload
+    assert (p.by, p.channel, p.identity, p.note) == (
+        "S-0042",
+        "kiosk",
+        "127.0.0.1",
+        "swapped cable",
+    )
+    assert p.acknowledged_at == clock.now and p.raised_at == alarm.payload.raised_at
+    assert p.code == "device_flood"
+    [status] = [e for e in effects if isinstance(e, StatusChanged)]
+    assert status.payload.alarms_unacknowledged == []
+    # Twice, or an id nobody raised: refused, nothing changes.
+    again = _reply(table.handle(ack))
+    assert not again.ok and "no unacknowledged alarm" in (again.error or "")
+
+
+def test_warnings_are_not_latched() -> None:
+    table, _ = make_table()
+    effects = table.handle(DeviceFault(device="shuffler", code="jam", detail="card jam"))
+    [warning] = [e for e in effects if isinstance(e, AlarmRaised)]
+    assert warning.payload.severity == "warning" and not warning.payload.ack_required
+    assert warning.payload.alarm_id and table.status().alarms_unacknowledged == []
+    assert not any(isinstance(e, StatusChanged) for e in effects)
+
+
+def test_latched_alarms_survive_a_restart_through_restore() -> None:
+    table, clock = make_table()
+    alarm = _critical(table, clock)
+    fresh, _ = make_table()
+    fresh.restore_latched(table.status().alarms_unacknowledged)
+    assert fresh.latched == {alarm.payload.alarm_id: alarm.payload}
+    assert _reply(fresh.handle(AcknowledgeAlarm(alarm_id=alarm.payload.alarm_id, by="x"))).ok
+
+
+def test_a_journal_refusal_rolls_back_the_latch() -> None:
+    table, clock = make_table()
+    snapshot = table.snapshot()
+    _critical(table, clock)
+    table.restore(snapshot)
+    assert table.latched == {}
+
+
+def test_every_round_records_who_dealt_and_a_rotation_is_said() -> None:
+    table, _ = make_table()
+    first = _reply(table.handle(SignIn(dealer_id="D-17")))
+    assert first.ok and first.data == {"dealer_id": "D-17", "replaces": None, "rotation": False}
+    [r1] = closed(run(table, [rng(1), *packet_events(shuffled(1))]))
+    assert r1.payload.dealer_id == "D-17"
+    rotation = _reply(table.handle(SignIn(dealer_id="D-23")))
+    assert rotation.data == {"dealer_id": "D-23", "replaces": "D-17", "rotation": True}
+    assert table.status().dealer_id == "D-23"
+    [r2] = closed(run(table, [rng(2), *packet_events(shuffled(2))]))
+    assert r2.payload.dealer_id == "D-23"
+    assert _reply(table.handle(SignOut())).data == {"dealer_id": "D-23"}
+    [r3] = closed(run(table, [rng(3), *packet_events(shuffled(3))]))
+    assert r3.payload.dealer_id is None
+    assert not _reply(table.handle(SignOut())).ok
+
+
+def test_a_setting_entered_again_is_a_correction_of_the_earlier_one() -> None:
+    table, _ = make_table()
+    table.handle(SignIn(dealer_id="D-17"))
+    [result] = closed(run(table, [rng(4), *packet_events(shuffled(4))]))
+    round_id = result.payload.round_id
+    seat = result.payload.seats[0]
+    first = [e for e in table.handle(PlayerSetting(seat=seat.seat, house_way=True))]
+    [p1] = [e.payload for e in first if isinstance(e, PlayerSettled)]
+    assert p1.setting_id == f"{round_id}/{seat.seat}/1" and p1.corrects is None
+    assert p1.dealer_id == "D-17"
+    front = (seat.cards[0], seat.cards[1])
+    second = table.handle(PlayerSetting(seat=seat.seat, front=front))
+    [p2] = [e.payload for e in second if isinstance(e, PlayerSettled)]
+    assert p2.setting_id == f"{round_id}/{seat.seat}/2" and p2.corrects == p1.setting_id
+    third = table.handle(PlayerSetting(seat=seat.seat, house_way=True))
+    [p3] = [e.payload for e in third if isinstance(e, PlayerSettled)]
+    assert p3.corrects == p2.setting_id
+    # Another seat's first entry is no correction.
+    other = result.payload.seats[1]
+    [q] = [
+        e.payload
+        for e in table.handle(PlayerSetting(seat=other.seat, house_way=True))
+        if isinstance(e, PlayerSettled)
+    ]
+    assert q.corrects is None and q.setting_id.endswith("/1")
+
+
+def _refusal(source: str, reason: str = "wrong_pin") -> Refusal:
+    return Refusal("display", source, "void_round", reason, "wrong PIN")
+
+
+def test_a_source_refused_n_times_raises_one_critical_alarm() -> None:
+    table, clock = make_table()
+    alarms = []
+    for _ in range(10):
+        alarms += [e for e in table.handle(_refusal("10.0.0.9")) if isinstance(e, AlarmRaised)]
+        clock.now += timedelta(seconds=5)
+    [alarm] = alarms
+    p = alarm.payload
+    assert p.code == "command_refused" and p.severity == "critical" and p.ack_required
+    assert "3 void_round commands from display 10.0.0.9" in p.detail
+    # A new window: a new alarm after N more.
+    clock.now += REFUSAL_WINDOW
+    again = [e for _ in range(3) for e in table.handle(_refusal("10.0.0.9"))]
+    assert sum(isinstance(e, AlarmRaised) for e in again) == 1
+
+
+def test_a_rate_summary_counts_as_many_refusals() -> None:
+    table, _ = make_table()
+    flood = Refusal("mqtt", "pg/PG-01/cmd/void_round", "void_round", "rate_limited", "over", 50)
+    [alarm] = [e for e in table.handle(flood) if isinstance(e, AlarmRaised)]
+    assert "50 void_round commands" in alarm.payload.detail
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(min_value=0, max_value=300)),
+        max_size=60,
+    )
+)
+def test_alarms_follow_the_count_per_source_and_window(steps: list[tuple[str, int]]) -> None:
+    table, clock = make_table()
+    expected = 0
+    windows: dict[str, tuple[object, int]] = {}
+    raised = 0
+    for source, wait in steps:
+        clock.now += timedelta(seconds=wait)
+        first, count = windows.get(source, (clock.now, 0))
+        if clock.now - first > REFUSAL_WINDOW:  # type: ignore[operator]
+            first, count = clock.now, 0
+        count += 1
+        windows[source] = (first, count)
+        expected += count == table.refusals_before_alarm
+        raised += sum(isinstance(e, AlarmRaised) for e in table.handle(_refusal(source)))
+    assert raised == expected
