@@ -24,12 +24,14 @@ import structlog
 
 from controller import __version__
 from controller.clock import iso, utc_now
-from controller.config import Config
+from controller.config import Config, ConfigError, ConfigIssue
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
 from controller.journal import Journal, OutboxMessage, VoidedRound
+from controller.journal.checkpoints import read_checkpoint_key, sign_checkpoint
 from controller.logging import bind_round, unbind_round
 from controller.messages import (
     AlarmPayload,
+    CheckpointPayload,
     Command,
     EnterDice,
     Payload,
@@ -167,6 +169,16 @@ class Daemon:
                 {k: v for k, v in occupied.items() if k in self.table.occupied}
             )
         self._draw_tasks: set[asyncio.Task[Any]] = set()
+        self._checkpoint_key: bytes | None = None
+        self._checkpointed: tuple[datetime, int] | None = None  # when, and the checkpoint's row
+        key_file = self.config.mqtt.checkpoint_key_file
+        if key_file is not None and self.publishing:
+            try:
+                self._checkpoint_key = read_checkpoint_key(key_file)
+            except (OSError, ValueError) as exc:
+                raise ConfigError(
+                    [ConfigIssue(str(key_file), "mqtt.checkpoint_key_file", str(exc))]
+                ) from None
 
     # --- what other parts call ----------------------------------------------------------
 
@@ -296,6 +308,7 @@ class Daemon:
             for summary in self.limiter.flush(now):
                 self._handle(summary)
             self._check_disk(now)
+            self._checkpoint(now)
 
     def _apply(self, item: TableEvent | _CommandItem, event: TableEvent) -> bool:
         """Apply one event: the table's effects are journaled in one transaction, then heard.
@@ -426,6 +439,43 @@ class Daemon:
         if low != self._disk_low:
             self._disk_low = low
             self._handle(DiskSpace(free_mb=int(free_mb), threshold_mb=threshold, low=low))
+
+    def _checkpoint(self, now: datetime) -> None:
+        """Now and then, a signed checkpoint of the hash chain on MQTT (docs/audit.md): the
+        casino keeps anchors the table cannot rewrite. Only when events came since the last."""
+        key = self._checkpoint_key
+        if key is None or self.table.fault is not None:
+            return
+        last = self._checkpointed
+        if last is not None and (now - last[0]).total_seconds() < (
+            self.config.mqtt.checkpoint_interval
+        ):
+            return
+        position = self.journal.chain_position()
+        if position is None or (last is not None and position[0] == last[1]):
+            return
+        body: dict[str, Any] = {
+            "table_id": self.config.table.id,
+            "event_id": position[0],
+            "chain": position[1],
+            "made_at": iso(now, "microseconds"),
+        }
+        key_file = self.config.mqtt.checkpoint_key_file
+        payload = CheckpointPayload(
+            **body,
+            key_id=key_file.name if key_file is not None else "",
+            hmac=sign_checkpoint(key, body),
+        )
+        try:
+            with self.journal.transaction() as tx:
+                tx.record_event("checkpoint", payload)
+                tx.enqueue(self.topic(payload.TOPIC), self._builder(payload))
+        except Exception as exc:  # the next event finds the journal's fault; no tilt from here
+            log.error("checkpoint_failed", error=describe_failure(exc))
+            return
+        head = self.journal.chain_position()
+        self._checkpointed = (now, head[0] if head is not None else 0)
+        self.outbox_changed.set()
 
     def _draw_if_needed(self) -> None:
         """A table without an RNG box draws the first position in software when a deal opens."""

@@ -210,6 +210,24 @@ class AlarmAckPayload(Payload):
     note: str = ""
 
 
+class CheckpointPayload(Payload):
+    """The journal's hash chain at a row, signed (docs/audit.md "Checkpoints"): keep them; a
+    journal rewritten later no longer matches them."""
+
+    SCHEMA: ClassVar[str] = "paigow.checkpoint"
+    TOPIC: ClassVar[str] = "checkpoint"
+
+    table_id: str
+    event_id: int = Field(ge=1, description="the journal's newest chained event row")
+    chain: str = Field(description="that row's chain hash (SHA-256 hex)")
+    made_at: str = Field(description="when the checkpoint was made (ISO 8601, UTC)")
+    key_id: str = Field("", description="which checkpoint key signed it (the key file's name)")
+    hmac: str = Field(
+        description="HMAC-SHA256 (hex) under the checkpoint key over the JSON of table_id, "
+        "event_id, chain and made_at with sorted keys and no spaces"
+    )
+
+
 class DevicePayload(Payload):
     SCHEMA: ClassVar[str] = "paigow.device"
     TOPIC: ClassVar[str] = "device"
@@ -352,6 +370,14 @@ class SignOut(_Command):
     kind: Literal["sign_out"] = "sign_out"
 
 
+class Authenticate(_Command):
+    """A regulator's challenge (docs/audit.md, software authentication): the reply's data holds
+    the HMAC-SHA256 keyed by the nonce over every installed file and the config's digest."""
+
+    kind: Literal["authenticate"] = "authenticate"
+    nonce: str = Field(min_length=8, max_length=256)
+
+
 Command = Annotated[
     OpenTable
     | CloseTable
@@ -363,7 +389,8 @@ Command = Annotated[
     | StatusRequest
     | AcknowledgeAlarm
     | SignIn
-    | SignOut,
+    | SignOut
+    | Authenticate,
     Field(discriminator="kind"),
 ]
 COMMAND_ADAPTER: TypeAdapter[Command] = TypeAdapter(Command)
@@ -379,6 +406,7 @@ COMMAND_KINDS = (
     "acknowledge_alarm",
     "sign_in",
     "sign_out",
+    "authenticate",
 )
 
 

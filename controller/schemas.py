@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from controller.messages import (
     AlarmAckPayload,
     AlarmPayload,
+    CheckpointPayload,
     Command,
     DevicePayload,
     Payload,
@@ -39,6 +40,7 @@ PAYLOADS: tuple[type[Payload], ...] = (
     AlarmAckPayload,
     DevicePayload,
     StatusPayload,
+    CheckpointPayload,
 )
 DEFAULT_OUTPUT = Path("docs/schemas")
 DESCRIPTIONS = {
@@ -51,6 +53,9 @@ DESCRIPTIONS = {
     AlarmAckPayload.SCHEMA: "a latched (critical) alarm acknowledged by a named person, with the "
     "channel and identity the acknowledgement came from. QoS 1.",
     DevicePayload.SCHEMA: "a device came online or went offline. QoS 1, retained.",
+    CheckpointPayload.SCHEMA: "the journal's hash chain at a row, signed with the checkpoint key: "
+    "keep every one; 'paigow-table audit verify --checkpoints' checks a journal against them. "
+    "QoS 1.",
     StatusPayload.SCHEMA: "the table controller's state: online, or offline (its last will, or a "
     "clean stop), its devices, software version and config digest. QoS 1, retained; published "
     "first on every connect.",
@@ -60,6 +65,7 @@ _TOPICS = {
     PlayerPayload.SCHEMA: "player",
     AlarmPayload.SCHEMA: "alarm",
     AlarmAckPayload.SCHEMA: "alarm_ack",
+    CheckpointPayload.SCHEMA: "checkpoint",
     DevicePayload.SCHEMA: "device/<name>",
     StatusPayload.SCHEMA: "status",
 }

@@ -14,7 +14,29 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for finding in report.findings:
         print(finding.line(), file=sys.stderr, flush=True)
     print(report.summary(), flush=True)
-    return 0 if report.ok else 1
+    if args.checkpoints is None:
+        return 0 if report.ok else 1
+    from controller.journal.checkpoints import (
+        read_checkpoint_key,
+        read_checkpoint_lines,
+        verify_checkpoints,
+    )
+
+    if args.checkpoint_key is None:
+        print("audit verify: --checkpoints needs --checkpoint-key", file=sys.stderr)
+        return 2
+    try:
+        key = read_checkpoint_key(args.checkpoint_key)
+        checkpoints = read_checkpoint_lines(args.checkpoints)
+    except (OSError, ValueError) as exc:
+        print(f"audit verify: {exc}", file=sys.stderr)
+        return 2
+    checked, problems = verify_checkpoints(args.journal, checkpoints, key)
+    for row, what in problems:
+        print(f"event row {row}: {what}" if row else what, file=sys.stderr, flush=True)
+    verdict = "ok" if not problems else f"{len(problems)} problem(s)"
+    print(f"checkpoints {args.checkpoints}: {verdict}; {checked} checked", flush=True)
+    return 0 if report.ok and not problems else 1
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
@@ -92,6 +114,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     v = actions.add_parser("verify", help="check the hash chain and every round's seal (exit 1)")
     v.add_argument("--journal", required=True)
+    v.add_argument(
+        "--checkpoints", help="the table's signed checkpoints as the casino kept them (JSON lines)"
+    )
+    v.add_argument("--checkpoint-key", help="the file holding the checkpoint key (hex)")
     v.set_defaults(func=cmd_verify)
     r = actions.add_parser("recall", help="print rounds with everything journaled about them")
     r.add_argument("--journal", required=True)

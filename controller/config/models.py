@@ -303,6 +303,14 @@ class MqttConfig(_Model):
         default_factory=list,
         description="topic prefixes an MQTT 5 response topic may name besides <prefix>reply/",
     )
+    checkpoint_key_file: ReadableFile | None = Field(
+        default=None,
+        description="HMAC key (hex, at least 32 bytes) of the signed checkpoints of the journal's "
+        "hash chain, published on <prefix>checkpoint (docs/audit.md)",
+    )
+    checkpoint_interval: float = Field(
+        default=300.0, ge=1, le=86_400, description="seconds between checkpoints while events come"
+    )
 
     @model_validator(mode="before")
     @classmethod

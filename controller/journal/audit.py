@@ -376,6 +376,8 @@ def recall_text(rounds: list[dict[str, Any]]) -> Iterator[str]:
             yield f"  first position: {draw['method']} {how} → position {draw['position']}"
         if res.get("shuffle_id"):
             yield f"  shuffle {res['shuffle_id']} from {res.get('card_source', '')}"
+        if res.get("dealer_id"):
+            yield f"  dealt by {res['dealer_id']}"
         for p in res.get("positions", []):
             yield f"  position {p['position']} ({p['seat']}, packet {p['packet']}): " + " ".join(
                 p["cards"]
@@ -404,5 +406,14 @@ def recall_text(rounds: list[dict[str, Any]]) -> Iterator[str]:
                 continue
             p = e["payload"]
             text = p.get("detail") or p.get("code") or p.get("reason") or ""
+            if e["kind"] == "player_settled":
+                text = f"seat {p.get('seat')} {p.get('setting_id', '')}" + (
+                    f" corrects {p['corrects']}" if p.get("corrects") else ""
+                )
+            origin = p.get("origin") if isinstance(p.get("origin"), dict) else None
+            if origin:
+                outcome = p.get("outcome") or {}
+                verdict = "ok" if outcome.get("ok") else f"refused: {outcome.get('error')}"
+                text = f"{text} by {origin['channel']} {origin['identity']} ({verdict})".strip()
             yield f"  {e['at']}  {e['kind']}  {text}".rstrip()
         yield ""

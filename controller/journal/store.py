@@ -630,6 +630,14 @@ class Journal:
         """A round id unique across restarts and tables: ``"<table_id>-<ULID>"``, time-ordered."""
         return f"{self.table_id}-{self._ulid()}"
 
+    def chain_position(self) -> tuple[int, str] | None:
+        """The newest chained event: its row id and chain hash (a checkpoint's content)."""
+        with self._lock:
+            row = self._connection.execute(
+                "SELECT id, chain FROM events WHERE chain IS NOT NULL ORDER BY id DESC LIMIT 1"
+            ).fetchone()
+        return (int(row[0]), str(row[1])) if row else None
+
     def next_round_seq(self) -> int:
         """The number the next round of this table will get (to seed the state machine)."""
         with self._lock:

@@ -36,7 +36,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from controller.clock import iso
 from controller.config import MqttConfig
 from controller.journal import Journal, OutboxRow
-from controller.messages import COMMAND_KINDS, StatusPayload, envelope
+from controller.messages import COMMAND_KINDS, Authenticate, StatusPayload, envelope
 from controller.mqtt.client import Client
 from controller.mqtt.rate import CommandRate
 from controller.mqtt.signing import CommandVerifier, read_keys
@@ -556,8 +556,11 @@ class MqttService:
             self.commands += 1
             try:
                 answer = await daemon.submit(command, origin=Origin("mqtt", topic))
+                data = answer.data
+                if answer.ok and isinstance(command, Authenticate) and data is not None:
+                    data = {**data, **await asyncio.to_thread(_authenticate, command.nonce)}
                 reply = ReplyPayload(
-                    ok=answer.ok, error=answer.error, request_id=answer.request_id, data=answer.data
+                    ok=answer.ok, error=answer.error, request_id=answer.request_id, data=data
                 )
             except TimeoutError:
                 reply = ReplyPayload(
@@ -585,6 +588,16 @@ class MqttService:
         )
         if code.is_failure:
             log.warning("command_reply_refused", topic=reply_topic[:200], reason=str(code))
+
+
+def _authenticate(nonce: str) -> dict[str, Any]:
+    """The software authentication's answer (controller/software.py), or why there is none."""
+    from controller.software import authenticate
+
+    try:
+        return dict(authenticate(nonce))
+    except Exception as exc:  # no package metadata (a source tree): say so, do not crash
+        return {"hmac_sha256": None, "error": f"cannot authenticate: {exc}"}
 
 
 def _refused(code: int | ReasonCode) -> bool:

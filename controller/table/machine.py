@@ -45,6 +45,7 @@ from controller.messages import (
     AcknowledgeAlarm,
     AlarmAckPayload,
     AlarmPayload,
+    Authenticate,
     CloseTable,
     Command,
     DealerOut,
@@ -974,6 +975,21 @@ class Table:
                     return [CommandReply(command.request_id, kind, True), *effects]
                 case PlayerSetting():
                     return self._player_setting(command)
+                case Authenticate():
+                    # The table records who asked; the MQTT service hashes the files.
+                    return [
+                        CommandReply(
+                            command.request_id,
+                            kind,
+                            True,
+                            data={
+                                "nonce": command.nonce,
+                                "config_digest": self._config_digest,
+                                "software_digest": self._software[0],
+                                "software_verified": self._software[1],
+                            },
+                        )
+                    ]
                 case AcknowledgeAlarm():
                     return self._acknowledge(command, source)
                 case SignIn():

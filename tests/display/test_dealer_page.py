@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, Page, expect
 
+from controller.display.dealers import hash_pin
 from controller.game.cards import DECK, parse_cards
 from controller.game.setting import Setting
 from controller.messages import RoundPayload
@@ -333,3 +334,29 @@ async def test_void_needs_the_pin(browser: Browser, tmp_path: Path) -> None:
         await expect(page.locator('#banner[data-kind="void"]')).to_be_visible()
         await expect(page.locator("#banner-reason")).to_have_text("Cards exposed")
         await shot(page, "dealer-round-void-1920x1080")
+
+
+async def test_a_dealer_signs_in_with_badge_and_pin_and_deals_under_it(
+    browser: Browser, tmp_path: Path
+) -> None:
+    dealers = tmp_path / "dealers"
+    dealers.write_text(f"D-17 {hash_pin('4821')}\n", encoding="utf-8")
+    extra = f'[display]\ndealers_file = "{dealers}"\n'
+    async with kiosk(browser, tmp_path / "run", config_extra=extra) as k:
+        page, t = k.page, k.table
+        button = page.locator("#btn-dealer")
+        await expect(button).to_have_text("Dealer sign in")
+        await button.click()
+        await page.keyboard.type("D-17")  # a badge reader types, then presses Enter
+        await page.keyboard.press("Enter")
+        await page.keyboard.type("1111")
+        await page.keyboard.press("Enter")
+        await expect(page.locator("#sign-in-note")).to_have_text("unknown badge or wrong PIN")
+        await page.keyboard.type("4821")
+        await page.keyboard.press("Enter")
+        await expect(button).to_have_text("Dealer D-17 · sign out")
+        await shot(page, "dealer-signed-in-1920x1080")
+        result = await t.deal(rng_number=2)
+        assert result.dealer_id == "D-17"
+        await button.click()
+        await expect(button).to_have_text("Dealer sign in")

@@ -178,3 +178,35 @@ async def test_refusals_are_journaled_alarmed_and_a_flood_is_refused_not_dropped
     [rate] = [r for r in rows if r["reason"] == "rate_limited"]
     assert rate["count"] >= 1
     assert sum(r["count"] for r in rows if r["reason"] == "rate_limited") <= 8
+
+
+async def test_a_signed_authenticate_command_answers_the_regulators_challenge(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    from controller.software import authenticate
+
+    extra = mqtt_section(broker, f'command_keys_file = "{_keys(tmp_path)}"')
+    service = MqttService()
+    async with (
+        Subscriber(broker.port, [f"{PREFIX}reply/#"]) as sub,
+        running_table(tmp_path / "table", services=[service], config_extra=extra) as t,
+    ):
+        await service.connected.wait()
+        assert sub.client is not None
+        topic = f"{PREFIX}cmd/authenticate"
+        await sub.client.publish(topic, b'{"nonce": "unsigned-1234"}', qos=1)
+        unsigned = (await sub.until(on(f"{PREFIX}reply/authenticate"))).json
+        assert not unsigned["ok"] and "not signed" in unsigned["error"]
+        nonce = "gat-2026-11-24-0001"
+        await sub.client.publish(topic, _body("authenticate", "g-1", nonce=nonce), qos=1)
+        reply = (await sub.until(on(f"{PREFIX}reply/authenticate"))).json
+        assert reply["ok"], reply
+        data = reply["data"]
+        assert data["hmac_sha256"] == authenticate(nonce)["hmac_sha256"]
+        assert data["config_digest"] == t.daemon.table.status().config_digest
+        assert data["nonce"] == nonce
+    with sqlite3.connect(tmp_path / "table" / "journal.sqlite3") as conn:
+        [(payload,)] = conn.execute(
+            "SELECT payload FROM events WHERE kind = 'command.authenticate'"
+        )
+    assert json.loads(payload)["origin"]["channel"] == "mqtt"

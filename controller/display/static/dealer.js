@@ -240,6 +240,10 @@ function renderControls() {
   const shortPin = !c.void_enabled && (c.void_problem || "").includes("digits");
   voidBtn.textContent = c.void_enabled ? "Void round" : shortPin ? "Void: PIN too short" : "Void: no PIN configured";
   voidBtn.title = c.void_enabled ? "" : c.void_problem || "Voiding from this screen is disabled: no void PIN is configured";
+  const dealerBtn = $("#btn-dealer");
+  dealerBtn.hidden = !c.dealer_input || !c.sign_in_enabled;
+  dealerBtn.textContent = S.status.dealer_id ? `Dealer ${S.status.dealer_id} · sign out` : "Dealer sign in";
+  dealerBtn.dataset.signedIn = S.status.dealer_id ? "yes" : "no";
   $("#btn-dice").classList.toggle("attention", !!(S.round && S.round.phase === "waiting_position"));
   if (!c.dealer_input && !$("#message").dataset.sticky) {
     $("#message").dataset.sticky = "1";
@@ -381,6 +385,56 @@ function openVoid() {
   };
 }
 
+function openDealer() {
+  if (S.status.dealer_id) {
+    api("/api/sign-out", { method: "POST", body: {} }).then((reply) =>
+      say(reply.ok ? `Dealer ${reply.data.dealer_id} signed out` : reply.error || "refused", reply.ok ? "ok" : "error"));
+    return;
+  }
+  let pin = "";
+  let shown;
+  let note;
+  let badge;
+  const draw = () => { shown.textContent = pin ? "•".repeat(pin.length) : "PIN"; };
+  const submit = async () => {
+    const reply = await api("/api/sign-in", { method: "POST", body: { badge: badge.value.trim(), pin } });
+    pin = ""; draw();
+    if (reply.ok) {
+      closeModal();
+      say(reply.data.rotation ? `Dealer ${reply.data.dealer_id} takes over from ${reply.data.replaces}` : `Dealer ${reply.data.dealer_id} signed in`, "ok");
+    } else { note.textContent = reply.error || "refused"; note.dataset.kind = "error"; }
+  };
+  const press = (k) => {
+    if (k === "⌫") pin = pin.slice(0, -1);
+    else if (k === "OK") { submit(); return; }
+    else if (pin.length < 12) pin += k;
+    draw();
+  };
+  openModal(S.status.dealer_id ? "Dealer rotation" : "Dealer sign in", (body) => {
+    // A badge reader that types like a keyboard fills this field and presses Enter.
+    badge = el("input", { class: "badge-input", id: "badge", type: "text", placeholder: "Badge number", autocomplete: "off", spellcheck: "false", maxlength: "32", "aria-label": "badge number" });
+    shown = el("div", { class: "pin-shown", id: "sign-in-pin" });
+    note = el("div", { class: "pin-note", id: "sign-in-note", text: "Every round you deal is recorded under your badge." });
+    body.append(el("div", { class: "void-layout" }, el("div", { class: "void-reasons" }, badge),
+      el("div", { class: "pinpad" }, shown,
+        el("div", { class: "keys" }, ["1", "2", "3", "4", "5", "6", "7", "8", "9", "⌫", "0", "OK"].map((k) =>
+          el("button", { class: ["key", k === "OK" && "ok"], type: "button", dataset: { key: k }, text: k, onclick: () => press(k) }))))),
+    note);
+    draw();
+  });
+  badge.focus(); // once the modal is shown: a hidden field cannot take the focus
+  S.modal.keys = (key) => {
+    if (document.activeElement === badge) {
+      if (key === "Enter") { badge.blur(); return true; }
+      return false;
+    }
+    if (/^[0-9]$/.test(key)) { press(key); return true; }
+    if (key === "Backspace") { press("⌫"); return true; }
+    if (key === "Enter") { press("OK"); return true; }
+    return false;
+  };
+}
+
 function openPlayer(label) {
   const res = result();
   const seat = res && res.seats.find((s) => s.seat === label);
@@ -459,7 +513,7 @@ const handlers = {
     if (S.round && data.round_id === S.round.round_id) { S.players[data.seat] = data; renderSeats(); }
   },
   device(data) { S.devices[data.device] = data; renderHeader(); },
-  status(data) { S.status = data; renderHeader(); },
+  status(data) { S.status = data; renderHeader(); renderControls(); },
   seats(data) { S.occupied = data.occupied; render(); },
   alarm(data) { if (data.severity === "critical") say(`ALARM ${cap(lineName(data.code))}: ${data.detail}`, "error"); },
 };
@@ -469,6 +523,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("#btn-dice").addEventListener("click", openDice);
   $("#btn-seats").addEventListener("click", openSeats);
   $("#btn-void").addEventListener("click", openVoid);
+  $("#btn-dealer").addEventListener("click", openDealer);
   $("#modal-close").addEventListener("click", closeModal);
   $("#modal").addEventListener("click", (e) => { if (e.target === e.currentTarget) closeModal(); });
   document.addEventListener("keydown", (e) => {

@@ -1,0 +1,104 @@
+"""Signed checkpoints of the journal's hash chain over a real Mosquitto (docs/audit.md
+"Checkpoints"): the casino keeps them, and a journal rewritten afterwards — its whole chain
+recomputed, so the chain check alone passes — is caught by `audit verify --checkpoints`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from controller.journal.audit import verify_journal
+from controller.journal.checkpoints import sign_checkpoint, verify_checkpoints
+from controller.journal.store import chain_link
+from controller.mqtt.publisher import MqttService
+from simulators.mosquitto import Mosquitto
+from tests.harness import running_table
+from tests.mqtt.conftest import PREFIX, Subscriber, mqtt_section, on, validate_message
+
+KEY = bytes(range(100, 132))
+
+
+def _rewrite(journal: Path, row: int) -> None:
+    """What an attacker with the journal file and our source code can do: change a row and
+    recompute every link after it, so the chain is whole again."""
+    with sqlite3.connect(journal) as conn:
+        (payload,) = conn.execute("SELECT payload FROM events WHERE id = ?", (row,)).fetchone()
+        forged = json.dumps({**json.loads(payload), "forged": True}, separators=(",", ":"))
+        conn.execute("UPDATE events SET payload = ? WHERE id = ?", (forged, row))
+        (previous,) = conn.execute(
+            "SELECT coalesce((SELECT chain FROM events WHERE id < ? ORDER BY id DESC LIMIT 1), '')",
+            (row,),
+        ).fetchone()
+        rows = conn.execute(
+            "SELECT id, round_id, at, kind, payload FROM events WHERE id >= ? ORDER BY id", (row,)
+        ).fetchall()
+        for event_id, round_id, at, kind, text in rows:
+            previous = chain_link(previous, event_id, round_id, at, kind, text)
+            conn.execute("UPDATE events SET chain = ? WHERE id = ?", (previous, event_id))
+
+
+async def test_checkpoints_anchor_the_chain_and_catch_a_rewritten_journal(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    key_file = tmp_path / "checkpoint.key"
+    key_file.write_text(KEY.hex() + "\n")
+    key_file.chmod(0o600)
+    extra = mqtt_section(broker, f'checkpoint_key_file = "{key_file}"', "checkpoint_interval = 1")
+    workdir = tmp_path / "table"
+    service = MqttService()
+    async with (
+        Subscriber(broker.port, [f"{PREFIX}checkpoint"]) as sub,
+        running_table(workdir, services=[service], config_extra=extra) as t,
+    ):
+        await service.connected.wait()
+        await t.deal(rng_number=3)
+        first = await sub.until(on(f"{PREFIX}checkpoint"))
+        await t.deal(rng_number=6)
+        second = await sub.until(
+            lambda m: m.json["payload"]["event_id"] > first.json["payload"]["event_id"]
+        )
+    for message in (first, second):
+        validate_message(message)
+        body = message.json["payload"]
+        assert body["hmac"] == sign_checkpoint(KEY, body) and body["key_id"] == "checkpoint.key"
+    kept = tmp_path / "checkpoints.jsonl"
+    kept.write_text("".join(json.dumps(m.json) + "\n" for m in (first, second)))
+    journal = workdir / "journal.sqlite3"
+    assert verify_checkpoints(journal, [first.json, second.json], KEY) == (2, [])
+
+    def audit(*extra_args: str) -> subprocess.CompletedProcess[str]:
+        command = ["audit", "verify", "--journal", str(journal), *extra_args]
+        return subprocess.run(
+            [sys.executable, "-m", "controller.cli", *command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    args = ("--checkpoints", str(kept), "--checkpoint-key", str(key_file))
+    done = audit(*args)
+    assert done.returncode == 0, done.stderr
+    assert "checkpoints" in done.stdout and "2 checked" in done.stdout
+
+    # A table-level row from before the first checkpoint, changed and the chain recomputed.
+    with sqlite3.connect(journal) as conn:
+        (row,) = conn.execute(
+            "SELECT min(id) FROM events WHERE round_id IS NULL AND payload LIKE '{%'"
+        ).fetchone()
+    assert row < first.json["payload"]["event_id"]
+    _rewrite(journal, row)
+    assert verify_journal(journal).ok  # the chain alone cannot tell: it was recomputed
+    checked, problems = verify_checkpoints(journal, [first.json, second.json], KEY)
+    assert checked == 2 and len(problems) == 2
+    assert all("rewritten after it" in what for _, what in problems)
+    done = audit(*args)
+    assert done.returncode == 1
+    assert f"event row {first.json['payload']['event_id']}" in done.stderr
+    # A checkpoint the table never signed (a forged anchor) is refused too.
+    forged = {**first.json["payload"], "chain": "0" * 64}
+    _, problems = verify_checkpoints(journal, [forged], KEY)
+    assert problems and "HMAC is wrong" in problems[0][1]
