@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
@@ -27,19 +32,31 @@ def cmd_sign_command(args: argparse.Namespace) -> int:
     from controller.clock import utc_now
     from controller.mqtt.signing import read_keys, sign
 
+    key: bytes | Ed25519PrivateKey
     try:
-        keys = read_keys(args.keys_file)
         body = json.loads(args.body)
         if not isinstance(body, dict):
             raise ValueError("the body must be a JSON object")
+        if args.private_key:
+            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+            from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+            loaded = load_pem_private_key(Path(args.private_key).read_bytes(), password=None)
+            if not isinstance(loaded, Ed25519PrivateKey):
+                raise ValueError(f"{args.private_key} is not an Ed25519 private key")
+            key = loaded
+        elif args.keys_file:
+            shared = read_keys(args.keys_file).get(args.key_id)
+            if not isinstance(shared, bytes):
+                raise ValueError(f"no HMAC key {args.key_id!r} in {args.keys_file}")
+            key = shared
+        else:
+            raise ValueError("give --keys-file (HMAC) or --private-key (Ed25519 PEM)")
     except (OSError, ValueError) as exc:
         print(f"sign-command: {exc}", file=sys.stderr, flush=True)
         return 2
-    if args.key_id not in keys:
-        print(f"sign-command: no key {args.key_id!r} in {args.keys_file}", file=sys.stderr)
-        return 2
     body.setdefault("request_id", args.request_id or uuid.uuid4().hex)
-    signed = sign(keys[args.key_id], args.key_id, args.kind, body, utc_now())
+    signed = sign(key, args.key_id, args.kind, body, utc_now())
     print(json.dumps(signed, ensure_ascii=False, separators=(",", ":")), flush=True)
     return 0
 
@@ -87,7 +104,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "body", nargs="?", default="{}", help='its fields as JSON, e.g. \'{"reason": "…"}\''
     )
-    p.add_argument("--keys-file", required=True, help="the same keys file as the table's")
+    p.add_argument("--keys-file", help="the same keys file as the table's (HMAC keys)")
+    p.add_argument("--private-key", help="an Ed25519 private key (PEM, e.g. from openssl genpkey)")
     p.add_argument("--key-id", required=True)
     p.add_argument("--request-id", help="default: a random one")
     p.set_defaults(func=cmd_sign_command)

@@ -8,6 +8,10 @@ HMAC-SHA256, under the key, of the command's kind, a newline, and the body witho
 saying why: no signature, an unknown key, ``issued_at`` outside the window, a request id it has
 seen (journaled commands count, so replays are refused across restarts), a wrong signature.
 Read-only commands (``status_request``) may stay unsigned (``unsigned_read_only``).
+
+A casino that prefers public keys lists ``key_id ed25519 <public key hex>``: the table then holds
+no secret of that integration, and ``signature`` is the hex Ed25519 signature of the same bytes
+(the ``cryptography`` package's implementation, imported only when such a key is configured).
 """
 
 from __future__ import annotations
@@ -20,9 +24,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.clock import iso, utc_now
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 READ_ONLY = frozenset({"status_request"})
 AUTH_FIELDS = ("key_id", "issued_at", "signature")
@@ -41,37 +51,76 @@ def canonical(kind: str, body: Mapping[str, Any]) -> bytes:
 
 
 def sign(
-    key: bytes, key_id: str, kind: str, body: Mapping[str, Any], issued_at: datetime
+    key: bytes | Ed25519PrivateKey,
+    key_id: str,
+    kind: str,
+    body: Mapping[str, Any],
+    issued_at: datetime,
 ) -> dict[str, Any]:
-    """``body`` with ``key_id``, ``issued_at`` and its ``signature`` (for integrators and tests)."""
+    """``body`` with ``key_id``, ``issued_at`` and its ``signature`` (for integrators and tests):
+    HMAC-SHA256 with a shared key, or Ed25519 with a private key."""
     signed = {**body, "key_id": key_id, "issued_at": iso(issued_at)}
-    signed["signature"] = hmac.new(key, canonical(kind, signed), hashlib.sha256).hexdigest()
+    data = canonical(kind, signed)
+    if isinstance(key, bytes):
+        signed["signature"] = hmac.new(key, data, hashlib.sha256).hexdigest()
+    else:
+        signed["signature"] = key.sign(data).hex()
     return signed
 
 
-def read_keys(path: str | Path) -> dict[str, bytes]:
-    """A keys file: one ``key_id secret_hex`` a line (``#`` comments); at least 32 bytes each."""
-    keys: dict[str, bytes] = {}
+def read_keys(path: str | Path) -> dict[str, bytes | Ed25519PublicKey]:
+    """A keys file, one key a line (``#`` comments): ``key_id secret_hex`` (HMAC-SHA256, at least
+    32 bytes) or ``key_id ed25519 public_key_hex`` (32 bytes)."""
+    keys: dict[str, bytes | Ed25519PublicKey] = {}
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
+        fields = text.split()
         try:
-            key_id, secret = text.split()
+            if len(fields) == 3 and fields[1] == "ed25519":
+                key_id, public = fields[0], bytes.fromhex(fields[2])
+                if len(public) != 32:
+                    raise ValueError
+                from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+                    Ed25519PublicKey,
+                )
+
+                keys[key_id] = Ed25519PublicKey.from_public_bytes(public)
+                continue
+            key_id, secret = fields
             key = bytes.fromhex(secret)
         except ValueError:
-            raise ValueError(f"{path}:{number}: expected 'key_id secret_hex'") from None
+            raise ValueError(
+                f"{path}:{number}: expected 'key_id secret_hex' or 'key_id ed25519 "
+                "public_key_hex' (32 bytes)"
+            ) from None
         if len(key) < 32:
             raise ValueError(f"{path}:{number}: the key {key_id!r} is shorter than 32 bytes")
         keys[key_id] = key
     return keys
 
 
+def _valid(key: bytes | Ed25519PublicKey, signature: object, data: bytes) -> bool:
+    if not isinstance(signature, str):
+        return False
+    if isinstance(key, bytes):
+        expected = hmac.new(key, data, hashlib.sha256).hexdigest()
+        return hmac.compare_digest(signature, expected)
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        key.verify(bytes.fromhex(signature), data)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
 @dataclass
 class CommandVerifier:
     """Checks signed commands; remembers request ids for twice the window."""
 
-    keys: Mapping[str, bytes]
+    keys: Mapping[str, bytes | Ed25519PublicKey]
     window: float = 60.0
     unsigned_read_only: bool = True
     clock: Callable[[], datetime] = utc_now
@@ -108,8 +157,7 @@ class CommandVerifier:
         request_id = body.get("request_id")
         if not isinstance(request_id, str) or not request_id:
             raise SignatureRefused("a signed command needs a request_id")
-        expected = hmac.new(key, canonical(kind, body), hashlib.sha256).hexdigest()
-        if not isinstance(signature, str) or not hmac.compare_digest(signature, expected):
+        if not _valid(key, signature, canonical(kind, body)):
             raise SignatureRefused("wrong signature")
         self._forget(now)
         if request_id in self._seen:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -210,3 +212,56 @@ async def test_a_signed_authenticate_command_answers_the_regulators_challenge(
             "SELECT payload FROM events WHERE kind = 'command.authenticate'"
         )
     assert json.loads(payload)["origin"]["channel"] == "mqtt"
+
+
+def _openssl_ed25519(tmp_path: Path, name: str) -> tuple[Path, str]:
+    """The documented recipe: a private key in PEM and the public key's 32 bytes as hex."""
+    pem = tmp_path / f"{name}.pem"
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(pem)], check=True)
+    der = subprocess.run(
+        ["openssl", "pkey", "-in", str(pem), "-pubout", "-outform", "DER"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    return pem, der[-32:].hex()
+
+
+async def test_ed25519_signed_commands_with_keys_made_by_openssl(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    pem, public = _openssl_ed25519(tmp_path, "cms")
+    other_pem, _ = _openssl_ed25519(tmp_path, "mallory")
+    keys = tmp_path / "command-keys"
+    keys.write_text(f"cms-ed ed25519 {public}\ncms-1 {KEY.hex()}\n")
+    keys.chmod(0o600)
+    extra = mqtt_section(broker, f'command_keys_file = "{keys}"')
+
+    def signed(private: Path, request_id: str) -> bytes:
+        options = ["--private-key", str(private), "--key-id", "cms-ed", "--request-id", request_id]
+        done = subprocess.run(
+            [sys.executable, "-m", "controller.cli", "sign-command", "close_table", "{}", *options],
+            check=True,
+            capture_output=True,
+        )
+        return done.stdout.strip()
+
+    service = MqttService()
+    async with (
+        Subscriber(broker.port, [f"{PREFIX}reply/#"]) as sub,
+        running_table(tmp_path / "table", services=[service], config_extra=extra) as t,
+    ):
+        await service.connected.wait()
+        assert sub.client is not None
+        topic = f"{PREFIX}cmd/close_table"
+        await sub.client.publish(topic, signed(other_pem, "m-1"), qos=1)
+        forged = (await sub.until(on(f"{PREFIX}reply/close_table"))).json
+        assert not forged["ok"] and "wrong signature" in forged["error"]
+        assert t.daemon.table.table_open
+        await sub.client.publish(topic, signed(pem, "e-1"), qos=1)
+        accepted = (await sub.until(on(f"{PREFIX}reply/close_table"))).json
+        assert accepted["ok"], accepted
+        assert not t.daemon.table.table_open
+        # The HMAC key of the same file still works beside it.
+        body = _body("open_table", "h-1")
+        await sub.client.publish(f"{PREFIX}cmd/open_table", body, qos=1)
+        assert (await sub.until(on(f"{PREFIX}reply/open_table"))).json["ok"]
