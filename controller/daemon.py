@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -42,6 +42,9 @@ from controller.messages import (
 )
 from controller.ports import Origin, Service
 from controller.software import SoftwareCheck
+
+if TYPE_CHECKING:
+    from controller.game_protection import ProtectionMonitor
 from controller.systemd import ready, stopping, watchdog_loop
 from controller.table import (
     AlarmAcknowledged,
@@ -55,6 +58,8 @@ from controller.table import (
     JournalRecovered,
     NoiseSummary,
     PlayerSettled,
+    ProtectionAlarmed,
+    ProtectionFinding,
     Refusal,
     RoundClosed,
     RoundOpened,
@@ -75,6 +80,10 @@ log = structlog.get_logger(__name__)
 Listener = Callable[[Effect], None]
 SEATS_KEY = "occupied_seats"
 LATCHED_KEY = "latched_alarms"
+PROTECTION_KEY = "protection_state"
+#: Rounds between two saves of game protection's state (every alarm and reset saves it too):
+#: after a crash, the rounds since are observed again from the journal.
+PROTECTION_SAVE_EVERY = 25
 DEALER_KEY = "dealer_signed_in"
 #: While in fault, how often a changed count of lost events is re-announced (status, page).
 FAULT_STATUS_S = 5.0
@@ -169,6 +178,13 @@ class Daemon:
                 {k: v for k, v in occupied.items() if k in self.table.occupied}
             )
         self._draw_tasks: set[asyncio.Task[Any]] = set()
+        self.protection: ProtectionMonitor | None = None
+        if self.config.protection.enabled:
+            from controller.game_protection import ProtectionMonitor
+
+            self.protection = ProtectionMonitor(
+                self.config.protection, self.journal.remembered(PROTECTION_KEY)
+            )
         self._checkpoint_key: bytes | None = None
         self._checkpointed: tuple[datetime, int] | None = None  # when, and the checkpoint's row
         key_file = self.config.mqtt.checkpoint_key_file
@@ -218,6 +234,9 @@ class Daemon:
             log.warning("round_voided_on_restart", table_id=self.config.table.id, round_id=round_id)
         if recovered:
             self.outbox_changed.set()
+        if self.protection is not None:
+            for finding in self.protection.replay(self.journal, self.clock()):
+                self.queue.put_nowait(finding)
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._consume(), name=f"daemon[{self.config.table.id}].consume")
@@ -418,6 +437,8 @@ class Daemon:
                     log.exception("listener_failed", listener=repr(listener))
             if isinstance(effect, RoundOpened):
                 self._draw_if_needed()
+            elif isinstance(effect, RoundClosed) and self.protection is not None:
+                self._protect(effect.payload)
 
     def _check_disk(self, now: datetime) -> None:
         """Alarm when the journal's filesystem runs low, long before SQLite reports it full."""
@@ -439,6 +460,26 @@ class Daemon:
         if low != self._disk_low:
             self._disk_low = low
             self._handle(DiskSpace(free_mb=int(free_mb), threshold_mb=threshold, low=low))
+
+    def _protect(self, payload: RoundPayload) -> None:
+        """Game protection sees the settled round once it is journaled; its findings come back
+        as events, after the round's own (docs/protection.md)."""
+        monitor = self.protection
+        if monitor is None or payload.status != "settled":
+            return
+        try:
+            findings = monitor.observe(payload, self.clock())
+        except Exception:  # a bug in the watch must not stop the table: say so, deal on
+            log.exception("protection_failed", round_id=payload.round_id)
+            return
+        for finding in findings:
+            self.queue.put_nowait(finding)
+        if not findings and monitor.unsaved >= PROTECTION_SAVE_EVERY:
+            try:
+                with self.journal.transaction(durable=False) as tx:
+                    tx.remember(PROTECTION_KEY, monitor.state())
+            except Exception as exc:  # the next journaled event finds the journal's fault
+                log.error("protection_save_failed", error=describe_failure(exc))
 
     def _checkpoint(self, now: datetime) -> None:
         """Now and then, a signed checkpoint of the hash chain on MQTT (docs/audit.md): the
@@ -550,6 +591,9 @@ class Daemon:
                         tx.remember(DEALER_KEY, self.table.dealer_id or "")
                     case AlarmAcknowledged(payload=p):
                         tx.record_event("alarm_acknowledged", p, None)
+                        if p.code == "game_protection" and self.protection is not None:
+                            self.protection.acknowledged(p.alarm_id, p.acknowledged_at)
+                            tx.remember(PROTECTION_KEY, self.protection.state())
                         if publishing:
                             tx.enqueue(self.topic(p.TOPIC), self._builder(p))
                             queued = True
@@ -558,6 +602,13 @@ class Daemon:
                             tx.enqueue(
                                 self.topic(f"device/{p.device}"), self._builder(p), retain=True
                             )
+                            queued = True
+                    case ProtectionAlarmed(payload=p):
+                        if self.protection is not None:
+                            self.protection.alarmed(p.alarm_id, p.test)
+                            tx.remember(PROTECTION_KEY, self.protection.state())
+                        if publishing:
+                            tx.enqueue(self.topic(p.TOPIC), self._builder(p))
                             queued = True
                     case DealRecorded():
                         tx.record_event(
@@ -585,6 +636,8 @@ class Daemon:
                 tx.record_event("tick", {"now": iso(event.now, "microseconds")}, round_id)
             elif isinstance(event, DeviceEventBase):
                 tx.record_event(event.kind, event, round_id)
+            elif isinstance(event, ProtectionFinding):
+                tx.record_event(event.kind, event.finding, None)
             elif isinstance(event, NoiseSummary | DiskSpace | Refusal):
                 tx.record_event(event.kind, event.record(), open_before)
             elif isinstance(event, JournalRecovered):

@@ -210,6 +210,32 @@ class AlarmAckPayload(Payload):
     note: str = ""
 
 
+class ProtectionPayload(Payload):
+    """Game protection (docs/protection.md): a statistical test of the shuffler, the RNG box or
+    the dice passed its threshold. The same alarm is on ``alarm`` (code ``game_protection``),
+    latched until a named person acknowledges it; acknowledging restarts the test."""
+
+    SCHEMA: ClassVar[str] = "paigow.protection"
+    TOPIC: ClassVar[str] = "protection"
+
+    alarm_id: str
+    test: str = Field(description="rng_number, dice_sum, card_packet, repeat_order, …")
+    title: str
+    detail: str
+    statistic: float = Field(description="the test's CUSUM log-likelihood ratio")
+    threshold: float = Field(description="the alarm threshold for the configured false-alarm rate")
+    llr: float
+    p_value: float = Field(
+        ge=0, le=1, description="bound on the chance a fair device gets this far this soon"
+    )
+    since: datetime | None = Field(description="when the evidence window began")
+    at: datetime
+    rounds: int = Field(ge=0, description="rounds in the evidence window")
+    rounds_seen: int = Field(ge=0, description="rounds the test has seen since its last reset")
+    advice: str = Field(description="what to do: swap the device, call surveillance")
+    severity: Literal["info", "warning", "critical"]
+
+
 class CheckpointPayload(Payload):
     """The journal's hash chain at a row, signed (docs/audit.md "Checkpoints"): keep them; a
     journal rewritten later no longer matches them."""

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from controller.config import Config
+    from controller.game_protection import ProtectionMonitor
     from controller.journal import Journal
     from controller.messages import Command
     from controller.table import CommandReply, Effect, Refusal, Table
@@ -77,6 +78,11 @@ class TableView(Protocol):
     @property
     def table(self) -> Table:
         """Read only: settings, ``status()``, devices, occupied seats, the current round."""
+        ...
+
+    @property
+    def protection(self) -> ProtectionMonitor | None:
+        """Read only: game protection's watch (its ``panel()``), None when it is off."""
         ...
 
     @property

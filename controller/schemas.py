@@ -29,6 +29,7 @@ from controller.messages import (
     DevicePayload,
     Payload,
     PlayerPayload,
+    ProtectionPayload,
     RoundPayload,
     StatusPayload,
 )
@@ -41,6 +42,7 @@ PAYLOADS: tuple[type[Payload], ...] = (
     DevicePayload,
     StatusPayload,
     CheckpointPayload,
+    ProtectionPayload,
 )
 DEFAULT_OUTPUT = Path("docs/schemas")
 DESCRIPTIONS = {
@@ -53,6 +55,9 @@ DESCRIPTIONS = {
     AlarmAckPayload.SCHEMA: "a latched (critical) alarm acknowledged by a named person, with the "
     "channel and identity the acknowledgement came from. QoS 1.",
     DevicePayload.SCHEMA: "a device came online or went offline. QoS 1, retained.",
+    ProtectionPayload.SCHEMA: "game protection: a statistical test of the shuffler, the RNG box or "
+    "the dice passed its threshold (docs/protection.md); the same alarm is on alarm "
+    "(game_protection), latched until acknowledged. QoS 1.",
     CheckpointPayload.SCHEMA: "the journal's hash chain at a row, signed with the checkpoint key: "
     "keep every one; 'paigow-table audit verify --checkpoints' checks a journal against them. "
     "QoS 1.",
@@ -66,6 +71,7 @@ _TOPICS = {
     AlarmPayload.SCHEMA: "alarm",
     AlarmAckPayload.SCHEMA: "alarm_ack",
     CheckpointPayload.SCHEMA: "checkpoint",
+    ProtectionPayload.SCHEMA: "protection",
     DevicePayload.SCHEMA: "device/<name>",
     StatusPayload.SCHEMA: "status",
 }

@@ -302,8 +302,14 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             journal_path,
             extra=display_config(args.http_port) + (mqtt.config_extra if mqtt else ""),
         )
-        shuffler = ShufflerSimulator(PtyPort(workdir / "shuffler"), seed=args.seed, interval=0.0)
-        rng = RngSimulator(PtyPort(workdir / "rng"), seed=args.seed)
+        bias = getattr(args, "bias", None)
+        shuffler = ShufflerSimulator(
+            PtyPort(workdir / "shuffler"),
+            seed=args.seed,
+            interval=0.0,
+            bias=bias if bias != "rng_favours_3" else None,
+        )
+        rng = RngSimulator(PtyPort(workdir / "rng"), seed=args.seed, bias=bias)
         async with shuffler, rng, mqtt or contextlib.nullcontext():
             devices, sinks = build_devices(config)
             with Journal.open(journal_path, config.table.id) as journal:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from drivers.codecs.rng import msg_draw
 from simulators.base import DeviceSimulator, Port, cli
+from simulators.biased import favour_3
 from simulators.faults import LINE_FAULTS, Fault, parse_faults
 
 
@@ -15,9 +16,16 @@ class RngSimulator(DeviceSimulator):
     """An RNG box. ``press`` draws (seeded) or sends the number given."""
 
     def __init__(
-        self, port: Port | None = None, *, seed: int | None = None, interval: float = 0.0
+        self,
+        port: Port | None = None,
+        *,
+        seed: int | None = None,
+        interval: float = 0.0,
+        bias: str | None = None,
     ) -> None:
+        """``bias``: ``rng_favours_3`` draws 3 at 1.5 times its share (simulators/biased.py)."""
         super().__init__(port, seed=seed, interval=interval)
+        self.favour_3 = bias == "rng_favours_3"
 
     async def press(
         self,
@@ -28,7 +36,12 @@ class RngSimulator(DeviceSimulator):
         unknown = chosen - LINE_FAULTS
         if unknown:
             raise ValueError(f"the RNG box has no card faults: {', '.join(sorted(unknown))}")
-        drawn = number if number is not None else self.rng.randint(1, 7)
+        if number is not None:
+            drawn = number
+        elif self.favour_3:
+            drawn = favour_3(self.rng, 0)[1] or 3
+        else:
+            drawn = self.rng.randint(1, 7)
         await self.play([msg_draw(drawn)], 0, chosen)
         return drawn
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from drivers.codecs.shuffler import msg_deal_end, msg_deal_start, msg_packet, msg_stub
 from drivers.framing import DeviceState, Message
 from simulators.base import DeviceSimulator, Port, cli
+from simulators.biased import scenario
 from simulators.faults import FAULT_PACKET, DealPlan, Fault, parse_faults, plan_deal
 
 DECK_CODES = list(range(53))
@@ -19,16 +20,31 @@ class ShufflerSimulator(DeviceSimulator):
     """A shuffler that deals packets. ``deals`` counts the deals begun."""
 
     def __init__(
-        self, port: Port | None = None, *, seed: int | None = None, interval: float = 0.0
+        self,
+        port: Port | None = None,
+        *,
+        seed: int | None = None,
+        interval: float = 0.0,
+        bias: str | None = None,
     ) -> None:
+        """``bias``: a biased shuffler by name (simulators/biased.py: stacked_joker,
+        stacked_aces, repeat_order, one_riffle), for game protection's tests and demo."""
         super().__init__(port, seed=seed, interval=interval)
         self.deals = 0
         self.last_plan: DealPlan | None = None
+        self.scenario = scenario(bias) if bias is not None else None
 
     def next_plan(self, faults: frozenset[Fault] = frozenset()) -> DealPlan:
         """Shuffle the deck for the next deal and apply the card faults."""
-        deck = list(DECK_CODES)
-        self.rng.shuffle(deck)
+        if self.scenario is not None:
+            sc = self.scenario
+            deck = sc.deck(self.rng, sc.history, sc.deals)
+            sc.history.append(list(deck))
+            del sc.history[:-10]
+            sc.deals += 1
+        else:
+            deck = list(DECK_CODES)
+            self.rng.shuffle(deck)
         self.deals += 1
         tag = f"{self.seed:x}" if self.seed is not None else "r"
         return plan_deal(deck, f"sim-{tag}-{self.deals:04d}", faults)

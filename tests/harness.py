@@ -65,13 +65,14 @@ async def running_table(
     seed: int = 1,
     journal_path: Path | None = None,
     journal_extra: str = "",
+    bias: str | None = None,
 ) -> AsyncIterator[RunningTable]:
     workdir.mkdir(parents=True, exist_ok=True)
     journal_path = journal_path or workdir / "journal.sqlite3"
     config = demo_config(
         workdir, journal_path, table=table_id, extra=config_extra, journal_extra=journal_extra
     )
-    shuffler = ShufflerSimulator(PtyPort(workdir / "shuffler"), seed=seed)
+    shuffler = ShufflerSimulator(PtyPort(workdir / "shuffler"), seed=seed, bias=bias)
     rng = RngSimulator(PtyPort(workdir / "rng"), seed=seed)
     async with shuffler, rng:
         devices, _sinks = build_devices(config)

@@ -63,6 +63,11 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         default=0.0,
         help="chance per round of a fault scenario (short packet, duplicate card, ...)",
     )
+    p.add_argument(
+        "--bias",
+        choices=["stacked_joker", "stacked_aces", "repeat_order", "one_riffle", "rng_favours_3"],
+        help="a biased simulated device, to see game protection catch it (docs/protection.md)",
+    )
     p.add_argument("--journal", help="journal file (default: a temporary one)")
     p.add_argument(
         "--http-port",

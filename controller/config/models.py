@@ -494,6 +494,28 @@ class LimitsConfig(_Model):
     )
 
 
+class ProtectionSettings(_Model):
+    """``[protection]``: the statistical watch over the shuffler, RNG box and dice
+    (docs/protection.md)."""
+
+    enabled: bool = True
+    false_alarms_per_year: float = Field(
+        default=0.1,
+        gt=0,
+        le=100,
+        description="false alarms a table may raise a year, all tests together (a bound)",
+    )
+    rounds_per_year: int = Field(
+        default=300_000,
+        ge=1_000,
+        le=10_000_000,
+        description="rounds a busy table deals a year: the year the rate above is spread over",
+    )
+    recent_deals: int = Field(
+        default=10, ge=1, le=1000, description="deals a repeated order is looked for among"
+    )
+
+
 class LoggingConfig(_Model):
     """``[logging]``: level, and JSON lines or readable console output ("auto" picks)."""
 
@@ -514,6 +536,7 @@ class Config(_Model):
     display: DisplayConfig = Field(default_factory=DisplayConfig)
     journal: JournalConfig = Field(default_factory=JournalConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    protection: ProtectionSettings = Field(default_factory=ProtectionSettings)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     @model_validator(mode="after")

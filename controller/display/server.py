@@ -525,6 +525,12 @@ async def api_void(request: web.Request) -> web.StreamResponse:
     return await _submit(ctx, command, request)
 
 
+async def api_protection(request: web.Request) -> web.StreamResponse:
+    """Game protection's panel: each test's state, chart and observed vs exact frequencies."""
+    monitor = _ctx(request).daemon.protection
+    return web.json_response(monitor.panel() if monitor is not None else {"enabled": False})
+
+
 async def api_acknowledge(request: web.Request) -> web.StreamResponse:
     """A latched alarm acknowledged by a named person with the supervisor's PIN."""
     ctx = _ctx(request)
@@ -595,6 +601,7 @@ def build_app(ctx: DisplayContext) -> web.Application:
     r.add_post("/api/player-setting/preview", api_player_preview)
     r.add_post("/api/void", api_void)
     r.add_post("/api/alarms/acknowledge", api_acknowledge)
+    r.add_get("/api/protection", api_protection)
     r.add_post("/api/sign-in", api_sign_in)
     r.add_post("/api/sign-out", api_sign_out)
     r.add_static("/static", STATIC_DIR, append_version=False)

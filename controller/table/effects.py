@@ -14,6 +14,7 @@ from controller.messages import (
     DevicePayload,
     PlayerPayload,
     PositionDraw,
+    ProtectionPayload,
     RoundPayload,
     StatusPayload,
 )
@@ -109,7 +110,26 @@ class Refusal:
         }
 
 
-TableEvent = DeviceEvent | Command | Tick | NoiseSummary | DiskSpace | JournalRecovered | Refusal
+@dataclass(frozen=True, slots=True)
+class ProtectionFinding:
+    """Game protection's finding (controller/protection/, a ``Finding.to_dict()``): the table
+    raises a latched ``game_protection`` alarm and the ``protection`` message."""
+
+    finding: dict[str, Any]
+
+    kind = "protection_finding"
+
+
+TableEvent = (
+    DeviceEvent
+    | Command
+    | Tick
+    | NoiseSummary
+    | DiskSpace
+    | JournalRecovered
+    | Refusal
+    | ProtectionFinding
+)
 
 
 # --- effects --------------------------------------------------------------------------------
@@ -150,6 +170,13 @@ class AlarmAcknowledged:
     """A latched alarm acknowledged by a named person: journaled, sent on ``alarm_ack``."""
 
     payload: AlarmAckPayload
+
+
+@dataclass(frozen=True, slots=True)
+class ProtectionAlarmed:
+    """A game-protection alarm's statistics: journaled, sent on ``protection``."""
+
+    payload: ProtectionPayload
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +232,7 @@ Effect = (
     | PlayerSettled
     | AlarmRaised
     | AlarmAcknowledged
+    | ProtectionAlarmed
     | DeviceChanged
     | StatusChanged
     | RoundProgress

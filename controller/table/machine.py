@@ -60,6 +60,7 @@ from controller.messages import (
     PositionCards,
     PositionDraw,
     Problem,
+    ProtectionPayload,
     RoundPayload,
     SeatOut,
     SetSeats,
@@ -86,6 +87,8 @@ from controller.table.effects import (
     JournalRecovered,
     NoiseSummary,
     PlayerSettled,
+    ProtectionAlarmed,
+    ProtectionFinding,
     Refusal,
     RoundClosed,
     RoundOpened,
@@ -487,6 +490,8 @@ class Table:
                 return self._recover(event.now)
             case Refusal():
                 return self._refused(event)
+            case ProtectionFinding():
+                return self._protection(event.finding)
             case _:
                 return self._command(event, source)
 
@@ -897,6 +902,8 @@ class Table:
         detail: str,
         device: str | None = None,
         round_id: str | None = None,
+        *,
+        latch: bool = False,
     ) -> AlarmRaised:
         if round_id is None and self.round is not None and not self.round.closed:
             round_id = self.round.round_id
@@ -908,7 +915,7 @@ class Table:
             round_id=round_id,
             alarm_id=self._new_alarm_id(),
             raised_at=self._clock(),
-            ack_required=severity == "critical",
+            ack_required=latch or severity == "critical",
         )
         if payload.ack_required:
             self.latched[payload.alarm_id] = payload
@@ -1035,6 +1042,18 @@ class Table:
             AlarmAcknowledged(ack),
             StatusChanged(self.status()),
         ]
+
+    def _protection(self, finding: dict[str, Any]) -> list[Effect]:
+        """A game-protection test past its threshold: an alarm a named person must acknowledge
+        whatever its severity (docs/protection.md), and its statistics on ``protection``."""
+        alarm = self._alarm(
+            "game_protection",
+            finding["severity"],
+            f"{finding['title']}: {finding['detail']} — {finding['advice']}",
+            latch=True,
+        )
+        payload = ProtectionPayload(alarm_id=alarm.payload.alarm_id, **finding)
+        return [alarm, ProtectionAlarmed(payload)]
 
     def _refused(self, event: Refusal) -> list[Effect]:
         """Every refusal is journaled (by the daemon); one alarm per source and window once it

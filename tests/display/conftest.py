@@ -89,11 +89,12 @@ async def kiosk(
     config_extra: str = "",
     seed: int = 1,
     display: DisplayService | None = None,
+    bias: str | None = None,
 ) -> AsyncIterator[Kiosk]:
     """The daemon with a display on a free loopback port, and a page open on ``path``, live."""
     service = display or DisplayService(port=0)
     async with running_table(
-        workdir, services=[service], config_extra=config_extra, seed=seed
+        workdir, services=[service], config_extra=config_extra, seed=seed, bias=bias
     ) as t:
         await service.wait_started()
         context = await browser.new_context(viewport=viewport or KIOSK)

@@ -135,3 +135,28 @@ async def test_a_latched_alarm_is_shown_until_a_named_person_acknowledges_it(
             "SELECT payload FROM events WHERE kind = 'alarm_acknowledged'"
         ).fetchall()
         assert json.loads(row[0])["by"] == "Supervisor Kim"
+
+
+async def test_the_game_protection_panel_shows_a_weak_shuffler_caught(
+    browser: Browser, tmp_path: Path
+) -> None:
+    async with kiosk(browser, tmp_path, path="/supervisor", bias="one_riffle") as k:
+        page, t = k.page, k.table
+        await expect(page.locator("#protection-tests li.ptest")).to_have_count(14)
+        await expect(page.locator("#protection-tests li.alarmed")).to_have_count(0)
+        for n in range(5):
+            await t.deal(rng_number=n + 1)
+        alarmed = page.locator("#protection-tests li.alarmed")
+        await expect(alarmed.first).to_be_visible()
+        await alarmed.first.click()
+        detail = page.locator("#protection-detail")
+        await expect(detail.locator(".flag")).to_contain_text("ALARM since")
+        await expect(detail.locator(".flag")).to_contain_text("serviced")
+        await expect(detail.locator("svg polyline.statistic")).to_be_attached()
+        await expect(detail.locator("svg line.threshold")).to_be_attached()
+        await expect(detail.locator(".cells li.cell").first).to_be_visible()
+        await expect(page.locator("#protection-summary")).to_contain_text("rounds watched")
+        # The alarm needs a named person: it is in the latched list.
+        await expect(page.locator("#latched-list li.latched-alarm")).not_to_have_count(0)
+        await expect(page.locator("#latched-list")).to_contain_text("Game protection")
+        await shot(page, "supervisor-game-protection")

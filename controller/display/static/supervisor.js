@@ -157,6 +157,70 @@ async function loadJacks() {
   fill($("#chart-jacks"), chart);
 }
 
+// --- game protection ---------------------------------------------------------------------------
+
+async function loadProtection() {
+  const data = await api("/api/protection");
+  if (!data.ok) return;
+  $("#protection").hidden = !data.enabled;
+  if (!data.enabled) return;
+  S.protection = data;
+  const fa = data.config.false_alarms_per_year;
+  $("#protection-summary").textContent = `${data.rounds} rounds watched · exact distributions · at most ${fa} false alarm${fa === 1 ? "" : "s"} a year`;
+  const tests = data.tests;
+  if (!tests.some((t) => t.name === S.protectionTest)) S.protectionTest = (tests.find((t) => t.alarmed_since) || tests[0]).name;
+  fill($("#protection-tests"), ...tests.map((t) => {
+    const bar = el("i");
+    bar.style.width = `${Math.min(100, (100 * t.statistic) / t.threshold).toFixed(1)}%`; // CSSOM, not an inline style attribute (CSP)
+    return el("li", {
+      class: ["ptest", t.alarmed_since ? "alarmed" : "ok", t.name === S.protectionTest && "chosen"], "data-test": t.name, tabindex: "0",
+      onclick: () => { S.protectionTest = t.name; loadProtection(); },
+    },
+    el("span", { class: "pstate", text: t.alarmed_since ? "ALARM" : "OK" }),
+    el("span", { class: "pname", text: t.title }),
+    el("span", { class: "pbar", title: `statistic ${t.statistic.toFixed(1)} of ${t.threshold.toFixed(1)}` }, bar),
+    el("span", { class: "prounds", text: `${t.rounds} rounds` }));
+  }));
+  renderProtectionDetail(tests.find((t) => t.name === S.protectionTest));
+}
+
+function renderProtectionDetail(t) {
+  const W = 560, H = 200, L = 44, B = 26, T = 10;
+  // The chart's points every few rounds, from the start, up to the test's value now.
+  const history = [[0, 0], ...t.history.filter((p) => p[0] > 0)];
+  if (history[history.length - 1][0] !== t.rounds) history.push([t.rounds, t.statistic]);
+  const top = Math.max(t.threshold, ...history.map((p) => p[1])) * 1.1;
+  const last = Math.max(1, history[history.length - 1][0]);
+  const x = (r) => L + (W - L - 10) * (r / last);
+  const y = (v) => T + (H - B - T) * (1 - v / top);
+  const chart = chartFrame(W, H);
+  chart.setAttribute("aria-label", `${t.title}: the statistic against its threshold`);
+  chart.append(svg("line", { x1: L, x2: W - 10, y1: y(0), y2: y(0), class: "grid" }),
+    svg("line", { x1: L, x2: W - 10, y1: y(t.threshold), y2: y(t.threshold), class: "threshold" }),
+    svg("text", { x: W - 12, y: y(t.threshold) - 6, class: "axis red", "text-anchor": "end" }, `alarm at ${t.threshold.toFixed(1)}`));
+  chart.append(svg("polyline", { points: history.map((p) => `${x(p[0])},${y(p[1])}`).join(" "), class: "statistic" }));
+  chart.append(svg("text", { x: W - 10, y: H - 6, class: "axis", "text-anchor": "end" }, `${last} rounds`));
+  // Observed against exact: the cells furthest from their expectation first.
+  const cells = [...t.cells].sort((a, b) => Math.abs(b.observed - b.expected) / Math.sqrt(b.expected + 1) - Math.abs(a.observed - a.expected) / Math.sqrt(a.expected + 1)).slice(0, 8);
+  const most = Math.max(1, ...cells.flatMap((c) => [c.observed, c.expected]));
+  const rows = cells.map((c) => {
+    const seen = el("i", { class: "seen" });
+    seen.style.width = `${(100 * c.observed) / most}%`;
+    const exact = el("i", { class: "exact" });
+    exact.style.left = `${(100 * c.expected) / most}%`;
+    return el("li", { class: "cell" }, el("span", { class: "clabel", text: c.label }),
+      el("span", { class: "cbar" }, seen, exact),
+      el("span", { class: "cnum", text: `${Number.isInteger(c.observed) ? c.observed : c.observed.toFixed(1)} / ${c.expected.toFixed(1)}` }));
+  });
+  fill($("#protection-detail"),
+    el("h3", { text: t.title }),
+    el("p", { class: "watches", text: t.watches }),
+    t.alarmed_since ? el("p", { class: "flag", text: `ALARM since ${dateTimeText(t.alarmed_since)}: ${t.worst}. ${t.advice}` }) : el("p", { class: "muted", text: t.worst ? `Closest to its threshold: ${t.worst}` : "Nothing unusual" }),
+    chart,
+    el("div", { class: "cells-head", text: "observed / exact expectation" }),
+    el("ol", { class: "cells" }, rows));
+}
+
 async function loadSides() {
   const reply = await api("/api/charts/side-wagers?rounds=2000");
   if (!reply.ok) return;
@@ -294,13 +358,13 @@ async function showRound(roundId) {
 let refreshTimer = null;
 function refreshSoon() {
   clearTimeout(refreshTimer);
-  refreshTimer = setTimeout(() => { loadRounds(); loadHourly(); loadJacks(); loadSides(); loadOverview(); }, 400);
+  refreshTimer = setTimeout(() => { loadRounds(); loadHourly(); loadJacks(); loadSides(); loadOverview(); loadProtection(); }, 400);
 }
 
 const handlers = {
   snapshot(data) {
     S.table = data.table; S.status = data.status || {}; S.devices = data.devices || {}; S.round = data.round; S.alarms = data.alarms || [];
-    renderHeader(); renderLatched(); renderDevices(); renderAlarms(); loadOverview();
+    renderHeader(); renderLatched(); renderDevices(); renderAlarms(); loadOverview(); loadProtection();
     loadRounds(); // after the seat map: history rows name seats, not positions
   },
   round(data) {
