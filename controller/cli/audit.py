@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 
 
@@ -52,6 +53,26 @@ def cmd_recall(args: argparse.Namespace) -> int:
         for line in recall_text(rounds):
             print(line, flush=True)
     return 0 if rounds else 1
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from controller.journal.maintenance import export_rounds
+
+    key = None
+    try:
+        if args.key_file:
+            from controller.journal.checkpoints import read_checkpoint_key
+
+            key = read_checkpoint_key(args.key_file)
+        rounds, events = export_rounds(
+            args.journal, args.out, since=args.since, until=args.until, key=key
+        )
+    except (OSError, ValueError, sqlite3.Error) as exc:
+        print(f"audit export: {exc}", file=sys.stderr, flush=True)
+        return 2
+    signed = "signed" if key is not None else "unsigned"
+    print(f"{args.out}: {rounds} rounds and {events} events, {signed}", flush=True)
+    return 0
 
 
 def cmd_authenticate(args: argparse.Namespace) -> int:
@@ -128,3 +149,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument("--until", help="… and before this ISO time")
     r.add_argument("--json", action="store_true", help="one JSON object a round")
     r.set_defaults(func=cmd_recall)
+    e = actions.add_parser(
+        "export",
+        help="a time range as a signed, self-verifying archive (journal verify-archive checks it)",
+    )
+    e.add_argument("--journal", required=True)
+    e.add_argument("--since", required=True, help="rounds opened at or after this ISO time")
+    e.add_argument("--until", help="… and before this ISO time")
+    e.add_argument("--out", required=True, help="the file to write (.jsonl.gz)")
+    e.add_argument("--key-file", help="sign it: an HMAC key (hex, at least 32 bytes)")
+    e.set_defaults(func=cmd_export)

@@ -65,9 +65,18 @@ def cmd_archive(args: argparse.Namespace) -> int:
 def cmd_verify_archive(args: argparse.Namespace) -> int:
     from controller.journal.maintenance import verify_archive
 
+    key = None
+    if args.key_file:
+        from controller.journal.checkpoints import read_checkpoint_key
+
+        try:
+            key = read_checkpoint_key(args.key_file)
+        except (OSError, ValueError) as exc:
+            print(f"verify-archive: {exc}", file=sys.stderr)
+            return 2
     worst = 0
     for name in args.files:
-        ok, line = verify_archive(name)
+        ok, line = verify_archive(name, key)
         print(line, file=sys.stdout if ok else sys.stderr, flush=True)
         worst = worst or (0 if ok else 1)
     return worst
@@ -95,4 +104,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a.set_defaults(func=cmd_archive)
     v = actions.add_parser("verify-archive", help="check archive files and their checksums")
     v.add_argument("files", nargs="+")
+    v.add_argument("--key-file", help="check a signed export's signature with this key (hex)")
     v.set_defaults(func=cmd_verify_archive)

@@ -525,6 +525,20 @@ async def api_void(request: web.Request) -> web.StreamResponse:
     return await _submit(ctx, command, request)
 
 
+async def api_recall(request: web.Request) -> web.StreamResponse:
+    """The regulator's recall (docs/audit.md) of the last N rounds (default 10) or one round:
+    the same text ``paigow-table audit recall`` prints, and the rounds as JSON."""
+    from controller.journal.audit import recall_rounds, recall_text
+
+    ctx = _ctx(request)
+    last = _int_arg(request, "last", 10, 1, 100)
+    round_id = request.query.get("round")
+    rounds = await asyncio.to_thread(
+        recall_rounds, ctx.journal.path, last=last, round_id=round_id
+    )
+    return web.json_response({"text": "\n".join(recall_text(rounds)), "rounds": rounds})
+
+
 async def api_protection(request: web.Request) -> web.StreamResponse:
     """Game protection's panel: each test's state, chart and observed vs exact frequencies."""
     monitor = _ctx(request).daemon.protection
@@ -602,6 +616,7 @@ def build_app(ctx: DisplayContext) -> web.Application:
     r.add_post("/api/void", api_void)
     r.add_post("/api/alarms/acknowledge", api_acknowledge)
     r.add_get("/api/protection", api_protection)
+    r.add_get("/api/recall", api_recall)
     r.add_post("/api/sign-in", api_sign_in)
     r.add_post("/api/sign-out", api_sign_out)
     r.add_static("/static", STATIC_DIR, append_version=False)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import hmac
 import json
 import os
 import sqlite3
@@ -341,10 +342,14 @@ class ArchiveReport:
 
 
 def _write_archive(
-    path: Path, header: dict[str, Any], lines: Iterator[dict[str, Any]]
+    path: Path,
+    header: dict[str, Any],
+    lines: Iterator[dict[str, Any]],
+    key: bytes | None = None,
 ) -> tuple[int, str]:
-    """gzip JSON lines with a trailer holding the SHA-256 of all lines before it; written to a
-    temporary name, fsynced, renamed, the directory fsynced. Returns (lines, file sha256)."""
+    """gzip JSON lines with a trailer holding the SHA-256 of all lines before it (and, with a
+    ``key``, its HMAC-SHA256: a signed export); written to a temporary name, fsynced, renamed,
+    the directory fsynced. Returns (lines, file sha256)."""
     tmp = path.with_name(path.name + ".tmp")
     digest = hashlib.sha256()
     count = 0
@@ -355,7 +360,13 @@ def _write_archive(
                 digest.update(data)
                 gz.write(data)
                 count += 1
-            trailer = {"type": "trailer", "lines": count, "sha256": digest.hexdigest()}
+            trailer: dict[str, Any] = {
+                "type": "trailer",
+                "lines": count,
+                "sha256": digest.hexdigest(),
+            }
+            if key is not None:
+                trailer["hmac_sha256"] = _trailer_mac(key, trailer["sha256"])
             gz.write((json.dumps(trailer, separators=(",", ":")) + "\n").encode())
         raw.flush()
         os.fsync(raw.fileno())
@@ -450,9 +461,46 @@ def archive_rounds(
     return ArchiveReport(tuple(files), rounds, events, journal.pending_old_rounds(cutoff))
 
 
-def verify_archive(path: str | os.PathLike[str]) -> tuple[bool, str]:
-    """Check an archive file: its sidecar's SHA-256, the trailer's SHA-256 of the lines and
-    the header's counts. Returns (ok, one line)."""
+def _trailer_mac(key: bytes, sha256_hex: str) -> str:
+    return hmac.new(key, sha256_hex.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def export_rounds(
+    journal: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    since: str | None,
+    until: str | None,
+    key: bytes | None = None,
+    now: datetime | None = None,
+) -> tuple[int, int]:
+    """The rounds opened in [since, until) with every event of them, as a self-verifying
+    archive (the retention format, docs/journal.md) signed with ``key`` when given; the journal
+    is only read. Returns (rounds, events)."""
+    from controller.journal.audit import recall_rounds
+
+    rounds = recall_rounds(journal, last=None, since=since or "", until=until)
+    made_at = iso(now or datetime.now(UTC))
+    events = sum(len(r["events"]) for r in rounds)
+    header = {
+        "type": "header",
+        "format": ARCHIVE_FORMAT,
+        "version": ARCHIVE_VERSION,
+        "table_id": rounds[0]["table_id"] if rounds else "",
+        "from": since or "",
+        "to": until or made_at,
+        "export": True,
+        "rounds": len(rounds),
+        "events": events,
+        "created_at": made_at,
+    }
+    _write_archive(Path(out), header, ({"type": "round", **r} for r in rounds), key)
+    return len(rounds), events
+
+
+def verify_archive(path: str | os.PathLike[str], key: bytes | None = None) -> tuple[bool, str]:
+    """Check an archive file: its sidecar's SHA-256, the trailer's SHA-256 of the lines, the
+    header's counts and, with ``key``, the trailer's signature. Returns (ok, one line)."""
     p = Path(path)
     try:
         data = p.read_bytes()
@@ -480,14 +528,29 @@ def verify_archive(path: str | os.PathLike[str]) -> tuple[bool, str]:
         return False, f"{p.name}: the lines do not match the trailer's SHA-256"
     if header.get("format") != ARCHIVE_FORMAT:
         return False, f"{p.name}: not a {ARCHIVE_FORMAT} file"
+    signed = "hmac_sha256" in trailer
+    if key is not None and (
+        not signed
+        or not hmac.compare_digest(
+            str(trailer["hmac_sha256"]), _trailer_mac(key, str(trailer["sha256"]))
+        )
+    ):
+        return False, f"{p.name}: not signed with this key"
     items = [json.loads(line) for line in lines[1:-1]]
     rounds = [i for i in items if i.get("type") == "round"]
     events = sum(len(r["events"]) for r in rounds) + sum(i.get("type") == "event" for i in items)
     if len(rounds) != header.get("rounds") or events != header.get("events"):
         return False, f"{p.name}: the counts do not match the header"
+    signature = (
+        ", signature ok"
+        if key is not None
+        else ", signed (give the key to check the signature)"
+        if signed
+        else ""
+    )
     return True, (
         f"{p.name}: ok, table {header['table_id']}, {len(rounds)} rounds and {events} events "
-        f"from {header['from']} to {header['to']}"
+        f"from {header['from']} to {header['to']}{signature}"
     )
 
 

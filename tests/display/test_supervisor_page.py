@@ -160,3 +160,19 @@ async def test_the_game_protection_panel_shows_a_weak_shuffler_caught(
         await expect(page.locator("#latched-list li.latched-alarm")).not_to_have_count(0)
         await expect(page.locator("#latched-list")).to_contain_text("Game protection")
         await shot(page, "supervisor-game-protection")
+
+
+async def test_the_supervisor_recalls_the_last_rounds_as_a_regulator_reads_them(
+    browser: Browser, tmp_path: Path
+) -> None:
+    async with kiosk(browser, tmp_path, path="/supervisor", seed=3) as k:
+        page, t = k.page, k.table
+        t.daemon.table.dealer_id = "D-41"  # as a sign-in leaves it
+        first = await t.deal(rng_number=4)
+        await t.deal(rng_number=1)
+        await page.locator("#recall").click()
+        recall = page.locator("#round-detail pre.recall")
+        await expect(recall).to_contain_text(f"Round #{first.round_seq}  {first.round_id}")
+        await expect(recall).to_contain_text("dealt by D-41")
+        await expect(recall).to_contain_text("dealer sets")
+        await shot(page, "supervisor-recall")

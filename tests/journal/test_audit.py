@@ -4,6 +4,8 @@ named by its round; retention's gaps are not called deletions; recall prints the
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
 import shutil
 import sqlite3
@@ -161,3 +163,39 @@ def test_an_edit_with_its_seal_and_chain_forged_too_is_caught_by_dealing_again(
     report = verify_journal(path)
     assert [f.round_id for f in report.findings] == [rid]
     assert "dealt again from its device events" in report.findings[0].detail
+
+
+def test_a_signed_export_verifies_itself_and_a_changed_line_is_caught(
+    demo_journal: Path, tmp_path: Path
+) -> None:
+    key = tmp_path / "export.key"
+    key.write_text("5a" * 32 + "\n")
+    out = tmp_path / "range.jsonl.gz"
+    done = _cli(
+        "audit", "export", "--journal", str(demo_journal), "--since", "2000-01-01",
+        "--out", str(out), "--key-file", str(key),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "8 rounds" in done.stdout and "signed" in done.stdout
+    ok = _cli("journal", "verify-archive", str(out), "--key-file", str(key))
+    assert ok.returncode == 0 and "signature ok" in ok.stdout, ok.stderr
+    lines = gzip.decompress(out.read_bytes()).decode().splitlines(keepends=True)
+    rounds = [json.loads(line) for line in lines[1:-1]]
+    assert [r["round_id"] for r in rounds] == [
+        r["round_id"] for r in recall_rounds(demo_journal, last=100)
+    ]
+    # A forger who changes a result and recomputes every digest still lacks the key.
+    first = json.loads(lines[1])
+    first["status"] = "void" if first["status"] != "void" else "settled"
+    lines[1] = json.dumps(first, separators=(",", ":"), ensure_ascii=False) + "\n"
+    trailer = json.loads(lines[-1])
+    trailer["sha256"] = hashlib.sha256("".join(lines[:-1]).encode()).hexdigest()
+    lines[-1] = json.dumps(trailer, separators=(",", ":")) + "\n"
+    out.write_bytes(gzip.compress("".join(lines).encode(), mtime=0))
+    (tmp_path / "range.jsonl.gz.sha256").write_text(
+        f"{hashlib.sha256(out.read_bytes()).hexdigest()}  range.jsonl.gz\n"
+    )
+    unkeyed = _cli("journal", "verify-archive", str(out))
+    assert unkeyed.returncode == 0  # its digests agree: only the signature can tell
+    forged = _cli("journal", "verify-archive", str(out), "--key-file", str(key))
+    assert forged.returncode == 1 and "not signed with this key" in forged.stderr

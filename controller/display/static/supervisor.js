@@ -355,6 +355,14 @@ async function showRound(roundId) {
 
 // --- live ----------------------------------------------------------------------------------------
 
+async function showRecall() {
+  const reply = await api("/api/recall?last=10");
+  S.selected = null;
+  fill($("#round-detail"), reply.ok
+    ? [el("h3", { text: "Recall: the last 10 rounds, from the journal" }), el("pre", { class: "recall", text: reply.text })]
+    : el("div", { class: "empty", text: reply.error || "the recall failed" }));
+}
+
 let refreshTimer = null;
 function refreshSoon() {
   clearTimeout(refreshTimer);
@@ -388,6 +396,7 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("#search").addEventListener("keydown", (e) => { if (e.key === "Enter") { S.query = e.target.value.trim(); S.offset = 0; loadRounds(); } });
   $("#older").addEventListener("click", () => { S.offset += S.limit; loadRounds(); });
+  $("#recall").addEventListener("click", showRecall);
   $("#newer").addEventListener("click", () => { S.offset = Math.max(0, S.offset - S.limit); loadRounds(); });
   live(handlers, (up) => {
     $("#link").classList.toggle("up", up);
