@@ -263,7 +263,18 @@ async def test_a_players_setting_is_entered_by_tapping_two_cards(
         await expect(page.locator(f'.seat[data-seat="{other}"] .badge')).to_have_attribute(
             "data-outcome", house.pai_gow["outcome"]
         )
+        await expect(page.locator(f'.seat[data-seat="{label}"] .badge .corrected')).to_have_count(0)
         await shot(page, "dealer-player-settings-1920x1080")
+        # Entered again for the first seat (House Way this time): a correction, shown as one.
+        await page.locator(f'.seat[data-seat="{label}"]').click()
+        await page.locator("#player-house-way").click()
+        await page.locator("#modal-close").click()
+        badge = page.locator(f'.seat[data-seat="{label}"] .badge')
+        await expect(badge.locator(".corrected")).to_have_text(" corrected")
+        again = [
+            e.payload for e in t.effects if isinstance(e, PlayerSettled) and e.payload.seat == label
+        ]
+        assert again[-1].corrects == settled[0].setting_id
 
 
 async def test_seats_marked_empty_get_no_results(browser: Browser, tmp_path: Path) -> None:

@@ -153,7 +153,9 @@ function paiGowBadge(label, two_jacks) {
   const outcome = player.foul ? "foul" : player.pai_gow.outcome;
   const words = { foul: "FOUL · loses", win: "Pai Gow WINS", push: "Pai Gow PUSH", lose: "Pai Gow LOSES" };
   return el("span", { class: ["badge", outcome === "win" ? "win" : outcome === "push" ? "push" : "lose"], dataset: { outcome } },
-    words[outcome] || outcome, player.house_way ? el("small", { text: " house way" }) : null);
+    words[outcome] || outcome, player.house_way ? el("small", { text: " house way" }) : null,
+    // A setting entered again replaces the earlier one: say so, as the feed does (corrects).
+    player.corrects ? el("small", { class: "corrected", text: " corrected", title: `replaces ${player.corrects}` }) : null);
 }
 
 function renderSeats() {
