@@ -533,9 +533,7 @@ async def api_recall(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
     last = _int_arg(request, "last", 10, 1, 100)
     round_id = request.query.get("round")
-    rounds = await asyncio.to_thread(
-        recall_rounds, ctx.journal.path, last=last, round_id=round_id
-    )
+    rounds = await asyncio.to_thread(recall_rounds, ctx.journal.path, last=last, round_id=round_id)
     return web.json_response({"text": "\n".join(recall_text(rounds)), "rounds": rounds})
 
 

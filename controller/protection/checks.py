@@ -6,6 +6,7 @@ increment's exponential has mean exactly 1 given the past, which is what bounds 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -71,7 +72,7 @@ def alternative(p: float, ratio: float) -> float:
     return min(ratio * p, (1.0 + p) / 2.0)
 
 
-class Check:
+class Check(ABC):
     """One named test: a bank of CUSUMs, its counts for the panel, and what an alarm means."""
 
     name = ""
@@ -92,32 +93,35 @@ class Check:
     def applies(self, r: Round) -> bool:
         return True
 
+    @abstractmethod
     def update(self, r: Round, now: datetime) -> tuple[int, float]:
         """Count round r (``self.rounds`` already counts it); the CUSUM that rose highest this
         round and its value."""
-        raise NotImplementedError
 
+    @abstractmethod
     def label(self, i: int) -> str:
         """What CUSUM i looks for, for a person."""
-        raise NotImplementedError
 
+    @abstractmethod
     def cells(self, worst: int) -> list[Cell]:
         """The panel's table; ``worst`` is the CUSUM now highest."""
-        raise NotImplementedError
 
     def clear(self) -> None:
         self.bank.clear()
         self.rounds = 0
         self.clear_counts()
 
+    @abstractmethod
     def clear_counts(self) -> None:
-        raise NotImplementedError
+        """Forget the counts (a reset)."""
 
+    @abstractmethod
     def counts_state(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The counts as JSON-able data (the watch's state)."""
 
+    @abstractmethod
     def load_counts(self, data: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Take back counts ``counts_state`` gave."""
 
 
 def _ints(data: dict[str, Any], key: str, size: int) -> list[int]:
@@ -611,7 +615,7 @@ class RisingSequences(TailCheck):
 # --- e. the hands ----------------------------------------------------------------------------
 
 
-class DealerRate(CountingCheck):
+class DealerRate(CountingCheck, ABC):
     """A Bernoulli event of the dealer's hand: CUSUMs for twice and for half its exact chance."""
 
     count_size = 2
@@ -624,8 +628,9 @@ class DealerRate(CountingCheck):
         self.no = [log((1 - q) / (1 - p)) for q in alts]
         super().__init__([0.0, 0.0])
 
+    @abstractmethod
     def event(self, r: Round) -> bool:
-        raise NotImplementedError
+        """See the subclasses."""
 
     def update(self, r: Round, now: datetime) -> tuple[int, float]:
         hit = self.event(r)
