@@ -27,7 +27,7 @@ from controller.clock import iso, utc_now
 from controller.config import Config, ConfigError, ConfigIssue
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
 from controller.journal import Journal, OutboxMessage, VoidedRound
-from controller.journal.checkpoints import read_checkpoint_key, sign_checkpoint
+from controller.journal.checkpoints import read_hex_key, sign_checkpoint
 from controller.logging import bind_round, unbind_round
 from controller.messages import (
     AlarmPayload,
@@ -42,9 +42,6 @@ from controller.messages import (
 )
 from controller.ports import Origin, Service
 from controller.software import SoftwareCheck
-
-if TYPE_CHECKING:
-    from controller.game_protection import ProtectionMonitor
 from controller.systemd import ready, stopping, watchdog_loop
 from controller.table import (
     AlarmAcknowledged,
@@ -74,6 +71,9 @@ from controller.table.limits import DeviceLimiter
 from drivers.base import Device
 from drivers.events import DeviceEventBase, DeviceOffline, PositionDrawn
 from drivers.rng import SoftwareRng
+
+if TYPE_CHECKING:
+    from controller.game_protection import ProtectionMonitor
 
 log = structlog.get_logger(__name__)
 
@@ -190,7 +190,7 @@ class Daemon:
         key_file = self.config.mqtt.checkpoint_key_file
         if key_file is not None and self.publishing:
             try:
-                self._checkpoint_key = read_checkpoint_key(key_file)
+                self._checkpoint_key = read_hex_key(key_file)
             except (OSError, ValueError) as exc:
                 raise ConfigError(
                     [ConfigIssue(str(key_file), "mqtt.checkpoint_key_file", str(exc))]
@@ -509,13 +509,12 @@ class Daemon:
         )
         try:
             with self.journal.transaction() as tx:
-                tx.record_event("checkpoint", payload)
+                row = tx.record_event("checkpoint", payload)
                 tx.enqueue(self.topic(payload.TOPIC), self._builder(payload))
         except Exception as exc:  # the next event finds the journal's fault; no tilt from here
             log.error("checkpoint_failed", error=describe_failure(exc))
             return
-        head = self.journal.chain_position()
-        self._checkpointed = (now, head[0] if head is not None else 0)
+        self._checkpointed = (now, row)  # its own row: nothing new until another event
         self.outbox_changed.set()
 
     def _draw_if_needed(self) -> None:

@@ -18,8 +18,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.checkpoints is None:
         return 0 if report.ok else 1
     from controller.journal.checkpoints import (
-        read_checkpoint_key,
         read_checkpoint_lines,
+        read_hex_key,
         verify_checkpoints,
     )
 
@@ -27,7 +27,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print("audit verify: --checkpoints needs --checkpoint-key", file=sys.stderr)
         return 2
     try:
-        key = read_checkpoint_key(args.checkpoint_key)
+        key = read_hex_key(args.checkpoint_key)
         checkpoints = read_checkpoint_lines(args.checkpoints)
     except (OSError, ValueError) as exc:
         print(f"audit verify: {exc}", file=sys.stderr)
@@ -61,9 +61,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     key = None
     try:
         if args.key_file:
-            from controller.journal.checkpoints import read_checkpoint_key
+            from controller.journal.checkpoints import read_hex_key
 
-            key = read_checkpoint_key(args.key_file)
+            key = read_hex_key(args.key_file)
         rounds, events = export_rounds(
             args.journal, args.out, since=args.since, until=args.until, key=key
         )

@@ -67,10 +67,10 @@ def cmd_verify_archive(args: argparse.Namespace) -> int:
 
     key = None
     if args.key_file:
-        from controller.journal.checkpoints import read_checkpoint_key
+        from controller.journal.checkpoints import read_hex_key
 
         try:
-            key = read_checkpoint_key(args.key_file)
+            key = read_hex_key(args.key_file)
         except (OSError, ValueError) as exc:
             print(f"verify-archive: {exc}", file=sys.stderr)
             return 2

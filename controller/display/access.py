@@ -33,6 +33,8 @@ class Decision:
 
     status: Literal[200, 401, 403]
     reason: str = ""
+    #: Why a PIN check refused, as journaled (wrong_pin, locked_out, disabled).
+    code: str = ""
 
     @property
     def allowed(self) -> bool:

@@ -89,7 +89,7 @@ class Lockouts:
         now = self.clock()
         if tries is not None and now < tries.locked_until:
             wait = int(tries.locked_until - now) + 1
-            return Decision(403, f"too many wrong tries: try again in {wait} s")
+            return Decision(403, f"too many wrong tries: try again in {wait} s", "locked_out")
         return None
 
     def succeeded(self, source: str) -> None:
@@ -128,4 +128,4 @@ class DealerBook:
             self.lockouts.succeeded(source)
             return Decision(200)
         self.lockouts.failed(source)
-        return Decision(403, "unknown badge or wrong PIN")
+        return Decision(403, "unknown badge or wrong PIN", "wrong_pin")

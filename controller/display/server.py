@@ -94,7 +94,7 @@ class PinGuard:
     def check(self, presented: str, source: str = "") -> Decision:
         problem = self.problem
         if problem is not None or self.pin is None:
-            return Decision(403, problem or "")
+            return Decision(403, problem or "", "disabled")
         locked = self.lockouts.locked(source)
         if locked is not None:
             return locked
@@ -102,7 +102,7 @@ class PinGuard:
             self.lockouts.succeeded(source)
             return Decision(200)
         self.lockouts.failed(source)
-        return Decision(403, "wrong PIN")
+        return Decision(403, "wrong PIN", "wrong_pin")
 
 
 @dataclass
@@ -138,15 +138,10 @@ class DisplayContext:
     def refused(self, request: web.Request, command: str, decision: Decision) -> None:
         """Journal a refusal (a wrong PIN, a locked-out source); the table alarms after N."""
         remote = request.remote or ""
-        reason = (
-            "locked_out"
-            if decision.reason.startswith("too many")
-            else "disabled"
-            if "disabled" in decision.reason
-            else "wrong_pin"
-        )
         log.warning(f"{command}_refused", remote=remote, reason=decision.reason)
-        self.daemon.refused(Refusal(self.channel(remote), remote, command, reason, decision.reason))
+        self.daemon.refused(
+            Refusal(self.channel(remote), remote, command, decision.code, decision.reason)
+        )
 
 
 CONTEXT_KEY = web.AppKey("context", DisplayContext)
@@ -507,22 +502,40 @@ async def api_player_preview(request: web.Request) -> web.StreamResponse:
     )
 
 
+async def _guarded(
+    ctx: DisplayContext,
+    request: web.Request,
+    decision: Decision,
+    kind: str,
+    build: Callable[[], Command],
+) -> web.Response:
+    """A command behind a PIN: refused and journaled (``ctx.refused``) unless ``decision``
+    allows it, then built (a validation error is a 422) and handed to the table."""
+    if not decision.allowed:
+        ctx.refused(request, kind, decision)
+        return _refuse(decision)
+    try:
+        command = build()
+    except ValidationError as exc:
+        return _validation(exc)
+    return await _submit(ctx, command, request)
+
+
 async def api_void(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
     body = await _body(request)
     decision = ctx.pins.check(str(body.get("pin", "")), request.remote or "")
-    if not decision.allowed:
-        ctx.refused(request, "void_round", decision)
-        return _refuse(decision)
-    try:
-        command = VoidRound(
+    return await _guarded(
+        ctx,
+        request,
+        decision,
+        "void_round",
+        lambda: VoidRound(
             reason=str(body.get("reason") or "voided by dealer")[:200],
             round_id=body.get("round_id"),
             request_id=_request_id(),
-        )
-    except ValidationError as exc:
-        return _validation(exc)
-    return await _submit(ctx, command, request)
+        ),
+    )
 
 
 async def api_recall(request: web.Request) -> web.StreamResponse:
@@ -548,19 +561,18 @@ async def api_acknowledge(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
     body = await _body(request)
     decision = ctx.pins.check(str(body.get("pin", "")), request.remote or "")
-    if not decision.allowed:
-        ctx.refused(request, "acknowledge_alarm", decision)
-        return _refuse(decision)
-    try:
-        command = AcknowledgeAlarm(
+    return await _guarded(
+        ctx,
+        request,
+        decision,
+        "acknowledge_alarm",
+        lambda: AcknowledgeAlarm(
             alarm_id=str(body.get("alarm_id") or ""),
             by=str(body.get("by") or "").strip(),
             note=str(body.get("note") or "")[:200],
             request_id=_request_id(),
-        )
-    except ValidationError as exc:
-        return _validation(exc)
-    return await _submit(ctx, command, request)
+        ),
+    )
 
 
 async def api_sign_in(request: web.Request) -> web.StreamResponse:
@@ -573,14 +585,9 @@ async def api_sign_in(request: web.Request) -> web.StreamResponse:
     decision = await asyncio.to_thread(
         ctx.dealers.check, badge, str(body.get("pin", "")), request.remote or ""
     )
-    if not decision.allowed:
-        ctx.refused(request, "sign_in", decision)
-        return _refuse(decision)
-    try:
-        command = SignIn(dealer_id=badge, request_id=_request_id())
-    except ValidationError as exc:
-        return _validation(exc)
-    return await _submit(ctx, command, request)
+    return await _guarded(
+        ctx, request, decision, "sign_in", lambda: SignIn(dealer_id=badge, request_id=_request_id())
+    )
 
 
 async def api_sign_out(request: web.Request) -> web.StreamResponse:

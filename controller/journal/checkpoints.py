@@ -19,15 +19,16 @@ from typing import Any
 SIGNED_FIELDS = ("table_id", "event_id", "chain", "made_at")
 
 
-def read_checkpoint_key(path: str | Path) -> bytes:
-    """The key: hex on the first line, at least 32 bytes. ValueError says what is wrong."""
+def read_hex_key(path: str | Path) -> bytes:
+    """An HMAC key file (checkpoints, signed exports): hex on the first line, at least 32
+    bytes. ValueError says what is wrong."""
     text = Path(path).read_text(encoding="utf-8").strip()
     try:
         key = bytes.fromhex(text)
     except ValueError:
-        raise ValueError(f"{path}: expected the checkpoint key as hex digits") from None
+        raise ValueError(f"{path}: expected the key as hex digits") from None
     if len(key) < 32:
-        raise ValueError(f"{path}: the checkpoint key is shorter than 32 bytes")
+        raise ValueError(f"{path}: the key is shorter than 32 bytes")
     return key
 
 

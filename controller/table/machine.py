@@ -1040,8 +1040,7 @@ class Table:
         return [
             CommandReply(command.request_id, command.kind, True, data=ack.model_dump(mode="json")),
             AlarmAcknowledged(ack),
-            StatusChanged(self.status()),
-        ]
+        ]  # handle() adds the status: the latched alarms changed
 
     def _protection(self, finding: dict[str, Any]) -> list[Effect]:
         """A game-protection test past its threshold: an alarm a named person must acknowledge
