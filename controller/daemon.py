@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from pydantic import ValidationError
 
 from controller import __version__
 from controller.clock import iso, utc_now
@@ -149,9 +150,7 @@ class Daemon:
         )
         self.table.refusals_before_alarm = self.config.limits.refusals_before_alarm
         # Unacknowledged critical alarms and the dealer signed in survive a restart.
-        latched = self.journal.remembered(LATCHED_KEY)
-        if isinstance(latched, list):
-            self.table.restore_latched(AlarmPayload.model_validate(a) for a in latched)
+        self.table.restore_latched(self._latched_alarms())
         dealer = self.journal.remembered(DEALER_KEY)
         self.table.dealer_id = dealer if isinstance(dealer, str) and dealer else None
         self.queue: asyncio.Queue[TableEvent | _CommandItem] = asyncio.Queue()
@@ -195,6 +194,29 @@ class Daemon:
                 raise ConfigError(
                     [ConfigIssue(str(key_file), "mqtt.checkpoint_key_file", str(exc))]
                 ) from None
+
+    def _latched_alarms(self) -> list[AlarmPayload]:
+        """The latched alarms the journal kept. One it cannot read stays latched as what it is
+        (an unreadable record, critical) rather than stopping the start or vanishing."""
+        kept = self.journal.remembered(LATCHED_KEY)
+        alarms: list[AlarmPayload] = []
+        for record in kept if isinstance(kept, list) else ([] if kept is None else [kept]):
+            try:
+                alarms.append(AlarmPayload.model_validate(record))
+            except ValidationError as exc:
+                log.error("latched_alarm_unreadable", error=str(exc).splitlines()[0])
+                alarms.append(
+                    AlarmPayload(
+                        code="latched_alarm_unreadable",
+                        severity="critical",
+                        detail="a latched alarm kept in the journal could not be read: look at "
+                        "the journal (paigow-table audit recall) before acknowledging this",
+                        alarm_id=f"alarm-{self.journal.new_round_id()}",
+                        raised_at=self.clock(),
+                        ack_required=True,
+                    )
+                )
+        return alarms
 
     # --- what other parts call ----------------------------------------------------------
 

@@ -1,0 +1,29 @@
+"""What the journal keeps for a restart (latched alarms, game protection's state, the dealer)
+may be damaged — an edit, a version that wrote it differently: the table still starts, says
+so, and loses nothing silently (docs/audit.md, docs/protection.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller.journal import Journal
+from tests.harness import running_table
+
+
+async def test_damaged_kept_state_neither_stops_the_start_nor_vanishes(tmp_path: Path) -> None:
+    journal_path = tmp_path / "journal.sqlite3"
+    with Journal.open(journal_path, "PG-T1") as journal, journal.transaction() as tx:
+        tx.remember("latched_alarms", [{"code": 1}, "not an alarm"])
+        tx.remember("protection_state", {"watch": {"version": 99}, "last_seq": "x"})
+        tx.remember("dealer_signed_in", 42)
+    async with running_table(tmp_path / "run", journal_path=journal_path) as t:
+        latched = list(t.daemon.table.latched.values())
+        # Each unreadable record stays latched as what it is, for a person to look at.
+        assert [a.code for a in latched] == ["latched_alarm_unreadable"] * 2
+        assert all(a.severity == "critical" and a.ack_required for a in latched)
+        assert t.daemon.table.status().alarms_unacknowledged == latched
+        assert t.daemon.table.dealer_id is None
+        monitor = t.daemon.protection
+        assert monitor is not None and monitor.watch.rounds == 0  # started afresh
+        result = await t.deal(rng_number=3)
+        assert result.status == "settled" and monitor.watch.rounds == 1
