@@ -1,25 +1,223 @@
-"""Software authentication (docs/audit.md): the installed program against its package's manifest,
+"""Software authentication (docs/audit.md): everything that executes against a sealed manifest,
 and a keyed digest of it for a regulator's tool on demand (GAT-style).
 
-The manifest is the wheel's ``RECORD`` (every installed file with its SHA-256), which pip writes
-at install and the .deb ships. ``check_software`` re-hashes every listed file: a file changed or
-missing since the install is a mismatch, and ``run`` refuses to deal. A development checkout
-installed in editable mode has no hashes for its sources: it is reported as unverifiable, not as
-a mismatch. ``authenticate`` returns HMAC-SHA256 keyed by the caller's nonce over every listed
-file (its path, a NUL, its length in decimal, a NUL, its bytes) in sorted path order, so a tool
-that knows the released files can check the table without trusting it.
+What executes is three trees, and the manifest covers all of them:
+
+- ``venv/…``: the installation (``sys.prefix``): our code as Python loads it (``.py`` *and* the
+  ``.pyc`` beside it: a ``.pyc`` compiled from an edited source and stamped with the original's
+  mtime and size is loaded in place of the source), every dependency, every ``*.pth``, the
+  scripts, ``pyvenv.cfg``;
+- ``stdlib/…``: the interpreter's standard library (its own ``site-packages`` apart, which a
+  virtualenv does not load);
+- ``interpreter``: the interpreter's executable.
+
+The manifest (``<prefix>/paigow-table.manifest``, one line per file or symbolic link with its
+SHA-256 and size) is written once, by whoever installs: the .deb's build seals the venv it ships
+(dpkg owns the manifest; the service user cannot write it), ``paigow-table software seal`` seals a
+wheel installed with pip. ``check_software`` walks the three trees again: a file changed,
+missing, or present but listed nowhere (a planted ``.pyc``, a ``.pth``) is a finding, and so is
+a module loaded or a ``sys.path`` entry from outside them; ``run`` refuses to deal on any
+(exit 70, naming the file). ``authenticate`` is HMAC-SHA256 keyed by the caller's nonce over what
+is on disk now, every file and link of the three trees in path order, so any change, listed or
+not, changes the answer. A development checkout installed in editable mode is reported as
+unverifiable, not as a mismatch.
+
+What it cannot do: the check runs in the program it checks. Someone with root on the table
+computer can change the checker and the manifest together; a regulator's tool that reads the
+disk itself (or compares ``authenticate``'s answer with the one its own copy of the release
+gives) is what catches that (docs/audit.md).
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
+import json
+import os
+import sys
+import sysconfig
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 DISTRIBUTION = "paigow-table"
+MANIFEST_NAME = "paigow-table.manifest"
+MANIFEST_HEADER = "# paigow-table software manifest 2"
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One file (its SHA-256 and size) or symbolic link (its target) of the sealed trees."""
+
+    path: str  # scoped: venv/…, stdlib/…, interpreter
+    kind: str  # "file" | "link"
+    digest: str  # a file's SHA-256 hex; a link's target
+    size: int = 0
+
+    def line(self) -> str:
+        return f"{self.kind} {self.digest} {self.size} {self.path}"
+
+
+@dataclass(frozen=True, slots=True)
+class Trees:
+    """Where the three sealed trees are on this computer."""
+
+    prefix: Path
+    stdlib: Path
+    interpreter: Path
+
+    @classmethod
+    def current(cls, prefix: Path | None = None) -> Trees:
+        return cls(
+            prefix=Path(prefix or sys.prefix).absolute(),
+            stdlib=Path(sysconfig.get_path("stdlib")).absolute(),
+            interpreter=Path(os.path.realpath(sys.executable)),
+        )
+
+    @property
+    def manifest(self) -> Path:
+        return self.prefix / MANIFEST_NAME
+
+    def holds(self, path: str | Path) -> bool:
+        """Whether ``path`` lies in a sealed tree (the stdlib's own site-packages is not one), as
+        written (a link in a tree: its target is hashed) or resolved (/usr/bin/paigow-table)."""
+        return self._holds(Path(os.path.abspath(path))) or self._holds(Path(os.path.realpath(path)))
+
+    def _holds(self, resolved: Path) -> bool:
+        if resolved.is_relative_to(self.prefix) or resolved == self.interpreter:
+            return True
+        return resolved.is_relative_to(self.stdlib) and not _in_site_dir(
+            resolved.relative_to(self.stdlib)
+        )
+
+
+def _in_site_dir(rel: Path) -> bool:
+    return bool(rel.parts) and rel.parts[0] in {"site-packages", "dist-packages"}
+
+
+def _sha256(path: Path) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def _walk(scope: str, root: Path, *, skip: frozenset[Path] = frozenset()) -> Iterator[Entry]:
+    """Every file and symbolic link under ``root`` (links are not followed into)."""
+    for top, dirs, files in os.walk(root, followlinks=False):
+        here = Path(top)
+        rel_top = here.relative_to(root)
+        if scope == "stdlib" and _in_site_dir(rel_top):
+            dirs.clear()
+            continue
+        names = list(files)
+        for d in list(dirs):
+            if (here / d).is_symlink():
+                names.append(d)
+                dirs.remove(d)
+            elif scope == "stdlib" and rel_top == Path(".") and _in_site_dir(Path(d)):
+                dirs.remove(d)
+        for name in names:
+            path = here / name
+            if path in skip:
+                continue
+            yield _entry(f"{scope}/{(rel_top / name).as_posix()}", path)
+
+
+def _entry(scoped: str, path: Path) -> Entry:
+    """A file's SHA-256 and size; a link's SHA-256 over its target, a NUL and, when it leads to
+    a file, that file's bytes (Debian's ``sitecustomize.py`` is a link into /etc)."""
+    if not path.is_symlink():
+        digest, size = _sha256(path)
+        return Entry(scoped, "file", digest, size)
+    content = path.read_bytes() if path.is_file() else b""
+    digest = hashlib.sha256(os.readlink(path).encode() + b"\0" + content).hexdigest()
+    return Entry(scoped, "link", digest, len(content))
+
+
+def scan(trees: Trees) -> dict[str, Entry]:
+    """What is on disk now, by scoped path (the manifest itself apart)."""
+    entries: dict[str, Entry] = {}
+    for entry in _walk("venv", trees.prefix, skip=frozenset({trees.manifest})):
+        entries[entry.path] = entry
+    for entry in _walk("stdlib", trees.stdlib):
+        entries[entry.path] = entry
+    entries["interpreter"] = _entry("interpreter", trees.interpreter)
+    return entries
+
+
+def render(entries: dict[str, Entry], trees: Trees, version: str) -> str:
+    lines = [
+        MANIFEST_HEADER,
+        f"# version {version}",
+        f"# stdlib {trees.stdlib}",
+        f"# interpreter {trees.interpreter}",
+        *(entries[p].line() for p in sorted(entries)),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class ManifestError(ValueError):
+    """The manifest is missing or unreadable."""
+
+
+def parse(text: str) -> dict[str, Entry]:
+    lines = text.splitlines()
+    if not lines or lines[0] != MANIFEST_HEADER:
+        raise ManifestError(f"not a software manifest (first line is not {MANIFEST_HEADER!r})")
+    entries: dict[str, Entry] = {}
+    for number, line in enumerate(lines[1:], start=2):
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(" ", 3)
+        if len(parts) != 4 or parts[0] not in {"file", "link"} or not parts[2].isdigit():
+            raise ManifestError(f"line {number}: expected 'file|link DIGEST SIZE PATH'")
+        kind, digest, size, path = parts
+        entries[path] = Entry(path, kind, digest, int(size))
+    return entries
+
+
+def _version() -> str:
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "0.0.0+source"
+
+
+def _editable() -> bool:
+    """A development install: editable, or a source tree never installed."""
+    try:
+        dist = metadata.distribution(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return True
+    if any(Path(str(f)).name.startswith("__editable__") for f in dist.files or []):
+        return True
+    # A source tree's own metadata (an egg-info found through the working directory).
+    if not Path(str(dist.locate_file(""))).absolute().is_relative_to(Path(sys.prefix).absolute()):
+        return True
+    try:
+        direct = json.loads(dist.read_text("direct_url.json") or "{}")
+    except ValueError:
+        return False
+    return bool(isinstance(direct, dict) and direct.get("dir_info", {}).get("editable"))
+
+
+def seal(prefix: Path | None = None) -> tuple[Path, int]:
+    """Write the manifest of the installation at ``prefix`` (default: this one) as it is now.
+    Returns its path and the number of entries."""
+    trees = Trees.current(prefix)
+    entries = scan(trees)
+    text = render(entries, trees, _version())
+    tmp = trees.manifest.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.chmod(0o644)
+    os.replace(tmp, trees.manifest)
+    return trees.manifest, len(entries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,23 +227,43 @@ class SoftwareCheck:
     files: int
     mismatched: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
-    digest: str = ""  # SHA-256 over the sorted (path, file SHA-256) pairs: one id of the release
+    unlisted: tuple[str, ...] = ()
+    outside: tuple[str, ...] = ()  # modules or sys.path entries from outside the sealed trees
+    unsealed: str = ""  # why there is no manifest to check against
+    digest: str = ""  # SHA-256 of the manifest: one id of the release as sealed
 
     @property
     def ok(self) -> bool:
-        return not self.mismatched and not self.missing
+        if self.editable:
+            return True
+        return not (
+            self.mismatched or self.missing or self.unlisted or self.outside or self.unsealed
+        )
 
     @property
     def verified(self) -> bool | None:
-        """True: every file matches; False: something does not; None: cannot tell (editable)."""
+        """True: everything matches; False: something does not; None: cannot tell (editable)."""
         return None if self.editable else self.ok
+
+    def findings(self) -> list[str]:
+        return [
+            *self.mismatched,
+            *(f"{m} (missing)" for m in self.missing),
+            *(f"{u} (not in the package)" for u in self.unlisted),
+            *(f"{o} (loaded from outside the installation)" for o in self.outside),
+        ]
 
     def summary(self) -> str:
         if self.editable:
             return f"paigow-table {self.version}: an editable (development) install; not verified"
+        if self.unsealed:
+            return (
+                f"paigow-table {self.version}: {self.unsealed}; the table will not start "
+                "(seal the installation: paigow-table software seal, as the user who installed it)"
+            )
         if self.ok:
             return f"paigow-table {self.version}: {self.files} files verified ({self.digest[:16]})"
-        changed = [*self.mismatched, *(f"{m} (missing)" for m in self.missing)]
+        changed = self.findings()
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
         return (
             f"paigow-table {self.version}: {len(changed)} installed file(s) differ from the "
@@ -53,63 +271,73 @@ class SoftwareCheck:
         )
 
 
-def _listed() -> tuple[metadata.Distribution, list[tuple[str, Path, str]]]:
-    """(path as listed, file, expected SHA-256 hex) of every file RECORD gives a hash for."""
-    dist = metadata.distribution(DISTRIBUTION)
-    out = []
-    for f in dist.files or []:
-        if f.hash is None or f.hash.mode != "sha256":
-            continue
-        raw = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4))
-        out.append((str(f), Path(str(f.locate())), raw.hex()))
-    return dist, sorted(out)
+def _outside(trees: Trees) -> list[str]:
+    found = set()
+    for entry in sys.path:
+        if entry and os.path.exists(entry) and not trees.holds(entry):
+            found.add(f"sys.path {entry}")
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and os.path.exists(file) and not trees.holds(file):
+            found.add(f"module {name} {file}")
+    return sorted(found)
 
 
-def check_software() -> SoftwareCheck:
-    """Re-hash every installed file the manifest lists."""
+def check_software(prefix: Path | None = None) -> SoftwareCheck:
+    """Everything that executes against the sealed manifest."""
+    version = _version()
+    if _editable():
+        return SoftwareCheck(version, editable=True, files=0)
+    trees = Trees.current(prefix)
     try:
-        dist, listed = _listed()
-    except metadata.PackageNotFoundError:
-        return SoftwareCheck("0.0.0+source", editable=True, files=0)
-    # A development install: an editable one, or a source tree's metadata without hashes.
-    editable = not listed or any(
-        Path(str(f)).name.startswith("__editable__") for f in dist.files or []
-    )
-    mismatched, missing = [], []
-    pairs = hashlib.sha256()
-    for name, path, expected in listed:
-        try:
-            actual = hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError:
-            missing.append(name)
-            continue
-        if actual != expected:
-            mismatched.append(name)
-        pairs.update(f"{name}\0{actual}\n".encode())
+        raw = trees.manifest.read_bytes()
+        expected = parse(raw.decode("utf-8"))
+    except FileNotFoundError:
+        return SoftwareCheck(version, False, 0, unsealed=f"no manifest at {trees.manifest}")
+    except (OSError, UnicodeDecodeError, ManifestError) as exc:
+        return SoftwareCheck(version, False, 0, unsealed=f"manifest {trees.manifest}: {exc}")
+    found = scan(trees)
+    mismatched = sorted(p for p in expected.keys() & found.keys() if expected[p] != found[p])
     return SoftwareCheck(
-        dist.version,
-        editable,
-        len(listed),
-        tuple(mismatched),
-        tuple(missing),
-        pairs.hexdigest(),
+        version,
+        False,
+        len(expected),
+        mismatched=tuple(mismatched),
+        missing=tuple(sorted(expected.keys() - found.keys())),
+        unlisted=tuple(sorted(found.keys() - expected.keys())),
+        outside=tuple(_outside(trees)),
+        digest=hashlib.sha256(raw).hexdigest(),
     )
 
 
-def authenticate(nonce: str) -> dict[str, object]:
-    """HMAC-SHA256 keyed by ``nonce`` over every installed file (its listed path, a NUL, its
-    length in decimal, a NUL, its bytes) in sorted path order, with the version and the number
-    of files."""
+def authenticate(nonce: str, prefix: Path | None = None) -> dict[str, object]:
+    """HMAC-SHA256 keyed by ``nonce`` over everything on disk in the sealed trees now, in path
+    order: each entry's manifest line and a newline, then (a file, or a link that leads to one)
+    the file's bytes. Listed or not, any change changes it."""
     if not nonce:
         raise ValueError("the nonce must not be empty")
-    dist, listed = _listed()
+    trees = Trees.current(prefix)
+    entries = scan(trees)
     mac = hmac.new(nonce.encode(), digestmod=hashlib.sha256)
-    for name, path, _ in listed:
-        data = path.read_bytes() if path.exists() else b""
-        mac.update(f"{name}\0{len(data)}\0".encode() + data)
+    for path in sorted(entries):
+        mac.update(entries[path].line().encode() + b"\n")
+        location = _locate(trees, path)
+        if location.is_file():
+            with location.open("rb") as f:
+                while chunk := f.read(_CHUNK):
+                    mac.update(chunk)
     return {
-        "version": dist.version,
+        "version": _version(),
         "nonce": nonce,
-        "files": len(listed),
+        "files": len(entries),
         "hmac_sha256": mac.hexdigest(),
     }
+
+
+def _locate(trees: Trees, scoped: str) -> Path:
+    scope, _, rel = scoped.partition("/")
+    if scope == "venv":
+        return trees.prefix / rel
+    if scope == "stdlib":
+        return trees.stdlib / rel
+    return trees.interpreter

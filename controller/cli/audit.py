@@ -6,6 +6,7 @@ import argparse
 import json
 import sqlite3
 import sys
+from pathlib import Path
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -86,11 +87,31 @@ def cmd_authenticate(args: argparse.Namespace) -> int:
     check = check_software()
     answer["verified"] = check.verified
     answer["software_digest"] = check.digest
+    if not check.ok:
+        answer["findings"] = check.findings() or [check.summary()]
     if args.config:
         from controller.wiring import config_digest
 
         answer["config_digest"] = config_digest(args.config)
     print(json.dumps(answer), flush=True)
+    return 0 if check.ok else 1
+
+
+def cmd_software(args: argparse.Namespace) -> int:
+    from controller.software import check_software, seal
+
+    if args.action == "seal":
+        try:
+            path, entries = seal(Path(args.prefix) if args.prefix else None)
+        except OSError as exc:
+            print(f"software seal: {exc}", file=sys.stderr, flush=True)
+            return 1
+        print(f"{path}: {entries} files and links sealed", flush=True)
+        return 0
+    check = check_software(Path(args.prefix) if args.prefix else None)
+    print(check.summary(), flush=True)
+    for finding in check.findings():
+        print(f"  {finding}", flush=True)
     return 0 if check.ok else 1
 
 
@@ -127,6 +148,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--nonce", required=True, help="the regulator's tool's challenge")
     p.add_argument("--config", help="the table's config file, for its digest")
     p.set_defaults(func=cmd_authenticate)
+    p = sub.add_parser(
+        "software",
+        help="seal the installation, or check it against its seal (software authentication)",
+        description="seal: write the manifest of everything that executes (the installation, "
+        "the standard library, the interpreter), as the user who installed it, once after a "
+        "pip install (the .deb ships sealed). check: what `run` checks at start (docs/audit.md).",
+    )
+    p.add_argument("action", choices=["seal", "check"])
+    p.add_argument("--prefix", help="the installation (default: the running one, sys.prefix)")
+    p.set_defaults(func=cmd_software)
     p = sub.add_parser(
         "audit",
         help="verify the journal's hash chain, recall rounds",

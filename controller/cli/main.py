@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Iterable, Sequence
 
 from controller.cli import house_way, table
@@ -51,6 +52,8 @@ def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.Argument
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A sealed installation holds every .pyc it runs (controller/software.py): never add one.
+    sys.dont_write_bytecode = True
     parser = build_parser(_registrars())
     args = parser.parse_args(argv)
     try:

@@ -106,4 +106,6 @@ def installed(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Install
     assert REPO not in venv.parents
     run([sys.executable, "-m", "venv", venv], cwd=home)
     run([venv / "bin" / "pip", "install", "--quiet", built.wheel], cwd=home, timeout=300)
+    # As docs/operations.md installs the wheel: sealed once, by whoever installed it.
+    run([venv / "bin" / "paigow-table", "software", "seal"], cwd=home)
     return Installed(venv, home)
