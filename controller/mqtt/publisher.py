@@ -36,7 +36,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from controller.clock import iso
 from controller.config import MqttConfig
 from controller.journal import Journal, OutboxRow
-from controller.messages import COMMAND_KINDS, Authenticate, StatusPayload, envelope
+from controller.messages import COMMAND_KINDS, Authenticate, Command, StatusPayload, envelope
 from controller.mqtt.client import Client
 from controller.mqtt.rate import CommandRate
 from controller.mqtt.signing import CommandVerifier, read_keys
@@ -524,6 +524,43 @@ class MqttService:
     async def _command(
         self, client: _Client, daemon: PublisherHost, message: aiomqtt.Message
     ) -> None:
+        """Answer one command. It runs in the session's TaskGroup, where an exception would end
+        the session (and every command in flight): nothing but a cancellation leaves here. A
+        command that cannot be parsed for a reason nobody foresaw is refused as ``malformed``
+        (journaled, replied to); a failure after that is logged."""
+        topic = message.topic.value
+        try:
+            await self._answer(client, daemon, message)
+        except Exception as exc:
+            log.error("command_failed", topic=topic[:200], error=_describe(exc), exc_info=exc)
+
+    def _parse(self, daemon: PublisherHost, topic: str, payload: bytes) -> Command:
+        """The command, or CommandRefused: over the rate, refused by parse_command_message, or
+        ``malformed`` when the parsing itself failed (a defect to fix: logged as an error)."""
+        if not self.rate.admit(daemon.clock()):
+            raise CommandRefused(
+                f"refused: more than {self.rate.per_minute} commands a minute; try again shortly",
+                reason="rate_limited",
+            )
+        try:
+            return parse_command_message(daemon.prefix, topic, payload, self.verifier)
+        except CommandRefused:
+            raise
+        except Exception as exc:
+            log.error(
+                "command_parse_failed",
+                topic=topic[:200],
+                size=len(payload),
+                error=_describe(exc),
+                exc_info=exc,
+            )
+            raise CommandRefused(
+                f"malformed command: {type(exc).__name__}", reason="malformed"
+            ) from None
+
+    async def _answer(
+        self, client: _Client, daemon: PublisherHost, message: aiomqtt.Message
+    ) -> None:
         topic = message.topic.value
         prefix = daemon.prefix
         raw = message.payload
@@ -540,17 +577,14 @@ class MqttService:
             response_topic = None
         reply_topic = response_topic or daemon.topic(f"reply/{name}")
         try:
-            if not self.rate.admit(daemon.clock()):
-                raise CommandRefused(
-                    f"refused: more than {self.rate.per_minute} commands a minute; try again "
-                    "shortly",
-                    reason="rate_limited",
-                )
-            command = parse_command_message(prefix, topic, payload, self.verifier)
+            command = self._parse(daemon, topic, payload)
         except CommandRefused as exc:
             self.refused += 1
             log.warning("command_refused", topic=topic[:200], size=len(payload), error=exc.error)
-            self._report_refusal(daemon, topic, name, exc)
+            try:
+                self._report_refusal(daemon, topic, name, exc)
+            except Exception as failure:  # the reply still goes out
+                log.error("command_refusal_not_journaled", topic=topic[:200], error=str(failure))
             reply = ReplyPayload(ok=False, error=exc.error, request_id=exc.request_id, data=None)
         else:
             self.commands += 1
@@ -566,6 +600,20 @@ class MqttService:
                 reply = ReplyPayload(
                     ok=False,
                     error="the table did not answer in time",
+                    request_id=command.request_id,
+                    data=None,
+                )
+            except Exception as exc:  # still answered; the log has the defect
+                log.error(
+                    "command_failed",
+                    kind=command.kind,
+                    request_id=command.request_id,
+                    error=_describe(exc),
+                    exc_info=exc,
+                )
+                reply = ReplyPayload(
+                    ok=False,
+                    error="the table could not run the command (an internal error, logged)",
                     request_id=command.request_id,
                     data=None,
                 )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 
 READ_ONLY = frozenset({"status_request"})
 AUTH_FIELDS = ("key_id", "issued_at", "signature")
+#: A signature is hex digits (ASCII only: [0-9a-f] never matches another script's digits).
+_HEX = re.compile(r"[0-9A-Fa-f]+")
 
 
 class SignatureRefused(Exception):
@@ -101,12 +104,12 @@ def read_keys(path: str | Path) -> dict[str, bytes | Ed25519PublicKey]:
     return keys
 
 
-def _valid(key: bytes | Ed25519PublicKey, signature: object, data: bytes) -> bool:
-    if not isinstance(signature, str):
-        return False
+def _valid(key: bytes | Ed25519PublicKey, signature: str, data: bytes) -> bool:
+    """Whether ``signature`` (hex digits, checked by the caller) signs ``data``. Bytes are
+    compared, never str: hmac.compare_digest raises TypeError on a str that is not ASCII."""
     if isinstance(key, bytes):
-        expected = hmac.new(key, data, hashlib.sha256).hexdigest()
-        return hmac.compare_digest(signature, expected)
+        expected = hmac.new(key, data, hashlib.sha256).hexdigest().encode("ascii")
+        return hmac.compare_digest(signature.encode("ascii"), expected)
     from cryptography.exceptions import InvalidSignature
 
     try:
@@ -114,6 +117,21 @@ def _valid(key: bytes | Ed25519PublicKey, signature: object, data: bytes) -> boo
     except (InvalidSignature, ValueError):
         return False
     return True
+
+
+def json_type(value: object) -> str:
+    """A body value's JSON type, to say what came instead (never the value: it may be huge, or
+    hold a lone surrogate that no journal or reply could carry)."""
+    if value is None:
+        return "null"
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
 
 
 @dataclass
@@ -138,17 +156,32 @@ class CommandVerifier:
             if kind in READ_ONLY and self.unsigned_read_only:
                 return {k: v for k, v in body.items() if k not in AUTH_FIELDS}
             raise SignatureRefused("the command is not signed (signature, key_id, issued_at)")
-        key = self.keys.get(str(body.get("key_id")))
+        key_id = body.get("key_id")
+        if key_id is None:
+            raise SignatureRefused("a signed command needs a key_id")
+        if not isinstance(key_id, str):
+            raise SignatureRefused(f"key_id must be a string, not {json_type(key_id)}")
+        key = self.keys.get(key_id)
         if key is None:
-            raise SignatureRefused(f"unknown key_id {str(body.get('key_id'))[:64]!r}")
+            raise SignatureRefused(f"unknown key_id {key_id[:64]!r}")
         now = self.clock()
+        issued_at = body.get("issued_at")
+        if issued_at is None:
+            raise SignatureRefused("a signed command needs an issued_at")
+        if not isinstance(issued_at, str):
+            raise SignatureRefused(
+                f"issued_at must be an ISO 8601 string, not {json_type(issued_at)}"
+            )
         try:
-            issued = datetime.fromisoformat(str(body.get("issued_at")))
+            issued = datetime.fromisoformat(issued_at)
         except ValueError:
             raise SignatureRefused("issued_at is not an ISO 8601 time") from None
         if issued.tzinfo is None:
             raise SignatureRefused("issued_at must carry its time zone (Z)")
-        skew = abs((now - issued.astimezone(UTC)).total_seconds())
+        try:
+            skew = abs((now - issued.astimezone(UTC)).total_seconds())
+        except OverflowError:  # e.g. 0001-01-01T00:00:00+14:00 is before the first UTC date
+            raise SignatureRefused("issued_at is out of range") from None
         if skew > self.window:
             raise SignatureRefused(
                 f"issued_at is {skew:.0f} s from the table's clock (the window is "
@@ -157,7 +190,18 @@ class CommandVerifier:
         request_id = body.get("request_id")
         if not isinstance(request_id, str) or not request_id:
             raise SignatureRefused("a signed command needs a request_id")
-        if not _valid(key, signature, canonical(kind, body)):
+        if not isinstance(signature, str):
+            raise SignatureRefused(f"signature must be a string, not {json_type(signature)}")
+        if not _HEX.fullmatch(signature):
+            raise SignatureRefused("signature must be hex digits (0-9, a-f)")
+        try:
+            data = canonical(kind, body)
+        except UnicodeEncodeError:
+            # "\ud800" in the JSON is a lone surrogate: no UTF-8, so nothing can have signed it.
+            raise SignatureRefused("the body holds a lone surrogate (\\ud800-\\udfff)") from None
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise SignatureRefused(f"the body cannot be encoded: {type(exc).__name__}") from None
+        if not _valid(key, signature, data):
             raise SignatureRefused("wrong signature")
         self._forget(now)
         if request_id in self._seen:

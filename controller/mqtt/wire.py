@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from controller.config import TlsConfig
 from controller.journal import OutboxRow
 from controller.messages import COMMAND_KINDS, Command, parse_command
-from controller.mqtt.signing import CommandVerifier, SignatureRefused
+from controller.mqtt.signing import CommandVerifier, SignatureRefused, json_type
 
 #: Commands larger than this are refused unread (bytes).
 COMMAND_SIZE_LIMIT = 16 * 1024
@@ -36,10 +36,14 @@ class CommandRefused(Exception):
     """A command that never reached the table (malformed, oversized, unknown, not ours)."""
 
     def __init__(self, error: str, request_id: str | None = None, reason: str = "invalid") -> None:
+        # The words go to the log, the journal and the reply: a lone surrogate (from a body's
+        # "\ud800") is written as its escape, never carried (it has no UTF-8; pydantic and
+        # SQLite would raise on it).
+        error = error.encode("utf-8", "backslashreplace").decode("utf-8")
         super().__init__(error)
         self.error = error
-        self.request_id = request_id
-        self.reason = reason  # invalid, signature (journaled with the refusal)
+        self.request_id = request_id if request_id is None or _is_text(request_id) else None
+        self.reason = reason  # invalid, signature, rate_limited, malformed (journaled)
 
 
 # --- wire helpers ------------------------------------------------------------------------------
@@ -67,6 +71,35 @@ def tls_context(tls: TlsConfig) -> ssl.SSLContext:
     if tls.cert_file is not None and tls.key_file is not None:
         context.load_cert_chain(str(tls.cert_file), str(tls.key_file))
     return context
+
+
+def _is_text(value: str) -> bool:
+    """Whether ``value`` is Unicode text, i.e. has a UTF-8 encoding (no lone surrogate)."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _all_text(value: object) -> bool:
+    """Whether every string in a JSON value, keys included, is text (no lone surrogate). JSON
+    may write a lone surrogate as ``"\\ud800"``, and json.loads keeps it: such a string can be
+    neither journaled, nor replied, nor signed. Iterative: any depth json.loads accepts."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not _is_text(item):
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
 
 
 def _validation_summary(exc: ValidationError, kind: str) -> str:
@@ -107,7 +140,7 @@ def parse_command_message(
     request_id = None
     if isinstance(body, dict):
         rid = body.get("request_id")
-        request_id = rid if isinstance(rid, str) and len(rid) <= 128 else None
+        request_id = rid if isinstance(rid, str) and len(rid) <= 128 and _is_text(rid) else None
     if name not in COMMAND_KINDS:
         raise CommandRefused(
             f"unknown command {name[:64]!r}: expected one of {', '.join(COMMAND_KINDS)}",
@@ -115,10 +148,17 @@ def parse_command_message(
         )
     if not isinstance(body, dict):
         raise CommandRefused(f"expected a JSON object, got {type(body).__name__}", request_id)
+    if not _all_text(body):
+        raise CommandRefused(
+            "expected UTF-8 JSON: a string holds a lone surrogate (\\ud800-\\udfff), which is "
+            "not text",
+            request_id,
+        )
     kind = body.get("kind", name)
     if kind != name:
+        shown = repr(kind[:64]) if isinstance(kind, str) else f"({json_type(kind)})"
         raise CommandRefused(
-            f"the body's kind {str(kind)[:64]!r} does not match the topic's {name!r}", request_id
+            f"the body's kind {shown} does not match the topic's {name!r}", request_id
         )
     if verifier is not None:
         try:
