@@ -216,6 +216,22 @@ class Daemon:
                         ack_required=True,
                     )
                 )
+        edited = self.journal.kept_state_edited()
+        if edited:
+            # meta is not chained: the table went by the chained record; someone edited meta.
+            log.error("kept_state_edited", names=edited)
+            alarms.append(
+                AlarmPayload(
+                    code="kept_state_edited",
+                    severity="critical",
+                    detail=f"the journal's kept {', '.join(edited)} was edited outside the "
+                    "table; the table uses what its hash chain recorded (paigow-table audit "
+                    "verify names it)",
+                    alarm_id=f"alarm-{self.journal.new_round_id()}",
+                    raised_at=self.clock(),
+                    ack_required=True,
+                )
+            )
         return alarms
 
     # --- what other parts call ----------------------------------------------------------
@@ -459,8 +475,11 @@ class Daemon:
                     log.exception("listener_failed", listener=repr(listener))
             if isinstance(effect, RoundOpened):
                 self._draw_if_needed()
-            elif isinstance(effect, RoundClosed) and self.protection is not None:
-                self._protect(effect.payload)
+            elif isinstance(effect, RoundClosed):
+                # Every close anchored outside the table: the casino's copy proves the tail.
+                self._checkpoint(self.clock(), every_round=True)
+                if self.protection is not None:
+                    self._protect(effect.payload)
 
     def _check_disk(self, now: datetime) -> None:
         """Alarm when the journal's filesystem runs low, long before SQLite reports it full."""
@@ -503,15 +522,18 @@ class Daemon:
             except Exception as exc:  # the next journaled event finds the journal's fault
                 log.error("protection_save_failed", error=describe_failure(exc))
 
-    def _checkpoint(self, now: datetime) -> None:
-        """Now and then, a signed checkpoint of the hash chain on MQTT (docs/audit.md): the
-        casino keeps anchors the table cannot rewrite. Only when events came since the last."""
+    def _checkpoint(self, now: datetime, *, every_round: bool = False) -> None:
+        """A signed checkpoint of the hash chain on MQTT (docs/audit.md) at every round's close
+        and now and then between: the casino keeps anchors the table cannot rewrite, up to the
+        last round closed. Only when events came since the last."""
         key = self._checkpoint_key
         if key is None or self.table.fault is not None:
             return
         last = self._checkpointed
-        if last is not None and (now - last[0]).total_seconds() < (
-            self.config.mqtt.checkpoint_interval
+        if (
+            not every_round
+            and last is not None
+            and (now - last[0]).total_seconds() < self.config.mqtt.checkpoint_interval
         ):
             return
         position = self.journal.chain_position()

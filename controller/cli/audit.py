@@ -16,8 +16,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for finding in report.findings:
         print(finding.line(), file=sys.stderr, flush=True)
     print(report.summary(), flush=True)
+    ok = report.ok
+    if args.feed is not None:
+        ok = _verify_feed(args) and ok
     if args.checkpoints is None:
-        return 0 if report.ok else 1
+        return 0 if ok else 1
     from controller.journal.checkpoints import (
         read_checkpoint_lines,
         read_hex_key,
@@ -38,7 +41,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"event row {row}: {what}" if row else what, file=sys.stderr, flush=True)
     verdict = "ok" if not problems else f"{len(problems)} problem(s)"
     print(f"checkpoints {args.checkpoints}: {verdict}; {checked} checked", flush=True)
-    return 0 if report.ok and not problems else 1
+    return 0 if ok and not problems else 1
+
+
+def _verify_feed(args: argparse.Namespace) -> bool:
+    from controller.journal.audit import read_feed, verify_feed
+    from controller.journal.checkpoints import read_hex_key
+
+    try:
+        key = read_hex_key(args.checkpoint_key) if args.checkpoint_key else None
+        with open(args.feed, encoding="utf-8") as lines:
+            feed = verify_feed(args.journal, read_feed(list(lines)), key)
+    except (OSError, ValueError) as exc:
+        print(f"audit verify: {exc}", file=sys.stderr)
+        return False
+    for finding in feed.findings:
+        print(finding.line(), file=sys.stderr, flush=True)
+    print(feed.summary(args.feed), flush=True)
+    return not feed.findings
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
@@ -170,6 +190,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--checkpoints", help="the table's signed checkpoints as the casino kept them (JSON lines)"
     )
     v.add_argument("--checkpoint-key", help="the file holding the checkpoint key (hex)")
+    v.add_argument(
+        "--feed",
+        help="the casino's copy of the table's feed (`monitor --json` lines, or envelopes): "
+        "every round sent must be in the journal as sent; checkpoints in it are checked too",
+    )
     v.set_defaults(func=cmd_verify)
     r = actions.add_parser("recall", help="print rounds with everything journaled about them")
     r.add_argument("--journal", required=True)

@@ -12,6 +12,7 @@ the gap they leave is not reported. Everything is read-only.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import os
 import sqlite3
@@ -21,7 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from controller.game.deal import DEAD_CODES, MISDEAL_CODES
-from controller.journal.store import chain_link, seal_of
+from controller.journal.store import KEPT_STATE, chain_link, seal_of
 
 BATCH = 5_000
 
@@ -52,7 +53,8 @@ class AuditReport:
     events: int = 0
     chained: int = 0
     unchained: int = 0  # written before the chain existed (schema < 3)
-    anchors: int = 0  # links after rows retention removed: not checkable against them
+    anchors: int = 0  # links after rows an older retention removed: not checkable against them
+    bridged: int = 0  # links after rows retention removed, checked against the link it kept
     rounds: int = 0
     sealed: int = 0
     recomputed: int = 0  # rounds dealt again from their device events, agreeing or not
@@ -66,7 +68,8 @@ class AuditReport:
         verdict = "ok" if self.ok else f"{len(self.findings)} problem(s)"
         return (
             f"journal {self.path}: {verdict}; {self.chained} chained events checked"
-            f" ({self.unchained} older unchained, {self.anchors} after archived rows), "
+            f" ({self.unchained} older unchained, {self.bridged} across archived rows, "
+            f"{self.anchors} unchecked after rows an older version archived), "
             f"{self.sealed} of {self.rounds} rounds checked against their seals, "
             f"{self.recomputed} dealt again from their device events"
         )
@@ -90,15 +93,39 @@ def _events(conn: sqlite3.Connection) -> Iterator[tuple[Any, ...]]:
         last = rows[-1][0]
 
 
-def _archived(conn: sqlite3.Connection) -> list[tuple[int, int]]:
-    ranges: list[tuple[int, int]] = []
-    for (payload,) in conn.execute("SELECT payload FROM events WHERE kind = 'archived'"):
-        ranges.extend((int(a), int(b)) for a, b in json.loads(payload).get("event_ids", []))
-    return sorted(ranges)
+@dataclass(frozen=True, slots=True)
+class _Archived:
+    """What the chained ``archived`` events say retention removed."""
+
+    event_ids: list[tuple[int, int]] = field(default_factory=list)
+    round_seqs: list[tuple[int, int]] = field(default_factory=list)
+    links: dict[int, str] = field(default_factory=dict)  # last removed id of a run → its link
+    legacy: bool = False  # an archived event from before round seqs and links were named
+
+
+def _archived(conn: sqlite3.Connection) -> _Archived:
+    """Only a chained ``archived`` event counts: one inserted without a link explains nothing
+    (its own row is then a finding of the chain walk)."""
+    found = _Archived()
+    legacy = False
+    for (payload,) in conn.execute(
+        "SELECT payload FROM events WHERE kind = 'archived' AND chain IS NOT NULL"
+    ):
+        try:
+            data = json.loads(payload)
+            found.event_ids.extend((int(a), int(b)) for a, b in data.get("event_ids", []))
+            found.round_seqs.extend((int(a), int(b)) for a, b in data.get("round_seqs", []))
+            found.links.update({int(k): str(v) for k, v in data.get("links", {}).items()})
+            legacy = legacy or "links" not in data
+        except (ValueError, TypeError, AttributeError):
+            continue  # an unreadable one explains no gap
+    found.event_ids.sort()
+    found.round_seqs.sort()
+    return _Archived(found.event_ids, found.round_seqs, found.links, legacy)
 
 
 def _covered(ranges: list[tuple[int, int]], first: int, last: int) -> bool:
-    """Whether every id from ``first`` to ``last`` lies in the archived ranges."""
+    """Whether every id from ``first`` to ``last`` lies in the sorted ranges."""
     at = first
     for a, b in ranges:
         if a <= at <= b:
@@ -119,31 +146,62 @@ def verify_journal(path: str | os.PathLike[str]) -> AuditReport:
         archived = _archived(conn)
         seq_of = dict(conn.execute("SELECT round_id, seq FROM rounds"))
         seals: dict[str, tuple[int, dict[str, Any]]] = {}
+        kept: dict[str, tuple[int, str]] = {}  # name → (row, value as JSON) of its last record
         prev_id: int | None = None
         prev_link = ""
         for event_id, round_id, at, kind, payload, link in _events(conn):
             report.events += 1
             if link is None:
                 report.unchained += 1
+                if report.chained:
+                    # Rows before the chain existed come first; one after it lost its link.
+                    report.findings.append(
+                        Finding(
+                            "its link is missing after the chain began: the chain was cut here "
+                            "(links erased, or a row inserted)",
+                            round_id,
+                            seq_of.get(round_id),
+                            event_id,
+                        )
+                    )
                 prev_id, prev_link = event_id, ""
                 continue
             report.chained += 1
             first_missing = (prev_id or 0) + 1
             gap = event_id != first_missing
-            if gap and _covered(archived, first_missing, event_id - 1):
-                report.anchors += 1  # its link is to a row retention archived
-            elif link != chain_link(prev_link, event_id, round_id, at, kind, payload):
+            covered = gap and _covered(archived.event_ids, first_missing, event_id - 1)
+            before = archived.links.get(event_id - 1) if covered else prev_link
+            if covered and before is None:
+                report.anchors += 1  # its link is to a row an older retention archived
+            elif covered and link == chain_link(
+                before or "", event_id, round_id, at, kind, payload
+            ):
+                report.bridged += 1
+            elif link != chain_link(before or "", event_id, round_id, at, kind, payload):
                 detail = (
                     f"the chain is broken before it: rows {first_missing}–{event_id - 1} were "
                     "deleted"
-                    if gap
+                    if gap and not covered
                     else "its hash does not match its content: this row or the one before it "
                     "was changed, or rows were reordered"
                 )
                 report.findings.append(Finding(detail, round_id, seq_of.get(round_id), event_id))
             if kind == "round_sealed" and round_id is not None:
                 seals[round_id] = (event_id, json.loads(payload))
+            elif kind == "state_kept":
+                with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
+                    data = json.loads(payload)
+                    kept[str(data["name"])] = (event_id, _canonical(data.get("value")))
             prev_id, prev_link = event_id, link
+        if report.events and not report.chained:
+            report.findings.append(
+                Finding(
+                    f"none of its {report.events} events is chained, yet its schema chains "
+                    "every event: the links were erased"
+                )
+            )
+        _check_kept_state(conn, kept, report)
+        _check_round_seqs(conn, archived, report)
         for round_id, seq, status, reason, result in conn.execute(
             "SELECT round_id, seq, status, reason, result FROM rounds ORDER BY seq"
         ):
@@ -209,6 +267,182 @@ def verify_journal(path: str | os.PathLike[str]) -> AuditReport:
                         f"{differs!r} differs from what was recorded and sent",
                         round_id,
                         seq,
+                    )
+                )
+    return report
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _check_kept_state(
+    conn: sqlite3.Connection, kept: dict[str, tuple[int, str]], report: AuditReport
+) -> None:
+    """The table's kept state (latched alarms, seats, the dealer, game protection) as ``meta``
+    holds it must be what its last chained ``state_kept`` event recorded: ``meta`` is not
+    chained, so an edit there is found here."""
+    for key, value in conn.execute("SELECT key, value FROM meta"):
+        name, _, _table = str(key).rpartition("/")
+        if name not in KEPT_STATE:
+            continue
+        recorded = kept.get(name)
+        try:
+            now = _canonical(json.loads(value))
+        except ValueError:
+            now = f"unreadable {value[:40]!r}"
+        if recorded is None:
+            if kept:  # a journal that records its kept state recorded every name it keeps
+                report.findings.append(
+                    Finding(f"its kept state {name!r} has no chained record: written outside it")
+                )
+        elif recorded[1] != now:
+            report.findings.append(
+                Finding(
+                    f"its kept state {name!r} differs from what was last recorded in the chain "
+                    "(meta was edited)",
+                    row=recorded[0],
+                )
+            )
+
+
+def _check_round_seqs(conn: sqlite3.Connection, archived: _Archived, report: AuditReport) -> None:
+    """Round numbers run on without a gap, except across rounds retention archived."""
+    seqs = [int(s) for (s,) in conn.execute("SELECT seq FROM rounds ORDER BY seq")]
+    if not seqs:
+        return
+    # Before round seqs were named, retention removed the oldest rounds: a gap before the first.
+    expected = seqs[0] if archived.legacy else 1
+    for seq in seqs:
+        if seq > expected and not _covered(archived.round_seqs, expected, seq - 1):
+            report.findings.append(
+                Finding(
+                    f"rounds #{expected}–#{seq - 1} are missing and no archive names them: deleted",
+                    round_seq=seq,
+                )
+            )
+        expected = seq + 1
+
+
+# --- the casino's copy of the feed ------------------------------------------------------------
+
+
+@dataclass
+class FeedReport:
+    rounds: int = 0  # rounds the feed holds, checked against the journal
+    checkpoints: int = 0
+    unsigned: int = 0  # checkpoints compared without checking their HMAC (no key given)
+    findings: list[Finding] = field(default_factory=list)
+
+    def summary(self, path: str) -> str:
+        verdict = "ok" if not self.findings else f"{len(self.findings)} problem(s)"
+        return (
+            f"feed {path}: {verdict}; {self.rounds} rounds and {self.checkpoints} checkpoints "
+            f"(of them {self.unsigned} without their signature checked) against the journal"
+        )
+
+
+def read_feed(lines: Iterator[str] | list[str]) -> Iterator[dict[str, Any]]:
+    """Messages as the casino kept them: ``monitor --json`` lines (``{"topic", "payload"}``) or
+    the envelopes themselves, one JSON object a line; anything else is skipped."""
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("payload"), dict):
+            inner = record["payload"]
+            yield inner if "schema" in inner else record
+
+
+def verify_feed(
+    path: str | os.PathLike[str], messages: Iterator[dict[str, Any]], key: bytes | None = None
+) -> FeedReport:
+    """The journal against the casino's copy of the table's feed: every round the table sent
+    must be in the journal as it was last sent (a deleted round, a rewritten one and a cut tail
+    are found: the copy is outside the table's reach), unless retention archived it; every
+    checkpoint in it must match the chain (and its HMAC, with ``key``)."""
+    from controller.journal.checkpoints import sign_checkpoint
+
+    report = FeedReport()
+    last_sent: dict[str, tuple[int, dict[str, Any]]] = {}
+    checkpoints: list[dict[str, Any]] = []
+    for message in messages:
+        schema, body = message.get("schema"), message.get("payload")
+        if not isinstance(body, dict):
+            continue
+        if schema == "paigow.round" and isinstance(body.get("round_id"), str):
+            msg_seq = int(message.get("seq") or 0)
+            if body["round_id"] not in last_sent or msg_seq >= last_sent[body["round_id"]][0]:
+                last_sent[body["round_id"]] = (msg_seq, body)
+        elif schema == "paigow.checkpoint":
+            checkpoints.append(body)
+    with contextlib.closing(_open(path)) as conn:
+        archived = _archived(conn)
+        for round_id, (_, sent) in sorted(
+            last_sent.items(), key=lambda r: r[1][1].get("round_seq", 0)
+        ):
+            report.rounds += 1
+            round_seq = sent.get("round_seq")
+            row = conn.execute(
+                "SELECT status, result FROM rounds WHERE round_id = ?", (round_id,)
+            ).fetchone()
+            if row is None:
+                if isinstance(round_seq, int) and _covered(
+                    archived.round_seqs, round_seq, round_seq
+                ):
+                    continue
+                report.findings.append(
+                    Finding(
+                        f"the table sent it as {sent.get('status')}, but the journal does not "
+                        "hold it: deleted, or the journal's tail was cut",
+                        round_id,
+                        round_seq,
+                    )
+                )
+                continue
+            try:
+                held = json.loads(row[1]) if row[1] is not None else None
+            except ValueError:
+                held = None
+            if row[0] != sent.get("status") or held != sent:
+                report.findings.append(
+                    Finding(
+                        f"the journal holds it as {row[0]}, not as the table sent it "
+                        f"({sent.get('status')}): the journal was rewritten",
+                        round_id,
+                        round_seq,
+                    )
+                )
+        for body in checkpoints:
+            report.checkpoints += 1
+            try:
+                event_id = int(body["event_id"])
+                if key is None:
+                    report.unsigned += 1
+                elif not hmac.compare_digest(
+                    str(body.get("hmac", "")).encode(), sign_checkpoint(key, body).encode()
+                ):
+                    report.findings.append(
+                        Finding("a checkpoint's HMAC is wrong: not the table's", row=event_id)
+                    )
+                    continue
+                found = conn.execute(
+                    "SELECT chain FROM events WHERE id = ?", (event_id,)
+                ).fetchone()
+            except (KeyError, ValueError, TypeError):
+                report.findings.append(Finding("a checkpoint in the feed cannot be read"))
+                continue
+            if found is None and _covered(archived.event_ids, event_id, event_id):
+                continue
+            if found is None or found[0] != body.get("chain"):
+                report.findings.append(
+                    Finding(
+                        f"the chain at this row differs from the checkpoint the table sent at "
+                        f"{body.get('made_at')}: the journal was rewritten or cut after it",
+                        row=event_id,
                     )
                 )
     return report

@@ -447,7 +447,11 @@ def archive_rounds(
         _write_archive(path, header, _archive_lines(records, loose))
         try:
             with journal.transaction() as tx:
-                tx.delete_archived([r.round_id for r in records], [e.id for e in loose])
+                tx.delete_archived(
+                    [r.round_id for r in records],
+                    [e.id for e in loose],
+                    (path.name, hashlib.sha256(path.read_bytes()).hexdigest()),
+                )
         except BaseException:
             # The rows stay; the file would duplicate them in the next run's archive.
             for leftover in (path, path.with_name(path.name + ".sha256")):

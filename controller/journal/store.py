@@ -223,6 +223,13 @@ def seal_of(round_id: str, status: str, reason: str | None, result: str | None) 
     return {"round_id": round_id, "status": status, "reason": reason, "result_sha256": digest}
 
 
+_NOTHING: Any = object()  # no chained record of a kept state
+
+#: Table state kept across restarts whose every change is chained (latched alarms, the seats, the
+#: dealer signed in, game protection's state): the names controller/daemon.py remembers.
+KEPT_STATE = frozenset({"latched_alarms", "occupied_seats", "dealer_signed_in", "protection_state"})
+
+
 def _ranges(ids: Sequence[int]) -> list[list[int]]:
     """Sorted ids as [first, last] runs."""
     runs: list[list[int]] = []
@@ -279,12 +286,22 @@ class Transaction:
         return value
 
     def remember(self, name: str, value: Any) -> None:
-        """Keep a small piece of table state (JSON) across restarts, in this transaction."""
+        """Keep a small piece of table state (JSON) across restarts, in this transaction. Kept
+        state (:data:`KEPT_STATE`) is also recorded in the chain, as a ``state_kept`` event, when
+        it changes: ``meta`` is not chained, so that record is what the table trusts at start
+        and what ``audit verify`` compares ``meta`` with (docs/audit.md)."""
+        key = f"{name}/{self._journal.table_id}"
+        text = to_json(value)
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        if row is not None and row[0] == text:
+            return
         self._conn.execute(
             "INSERT INTO meta (key, value) VALUES (?, ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (f"{name}/{self._journal.table_id}", to_json(value)),
+            (key, text),
         )
+        if name in KEPT_STATE:
+            self.record_event("state_kept", {"name": name, "value": json.loads(text)})
 
     def record_event(
         self, kind: str, payload: Mapping[str, Any] | BaseModel, round_id: str | None = None
@@ -397,9 +414,17 @@ class Transaction:
             self.enqueue(m.topic, m.payload, m.qos, m.retain, round_id=round_id) for m in outbox
         ]
 
-    def delete_archived(self, round_ids: Sequence[str], event_ids: Sequence[int]) -> None:
-        """Remove rounds (with their events) and loose events that an archive file now holds.
-        Refused if a round is open or still has messages waiting for the broker."""
+    def delete_archived(
+        self,
+        round_ids: Sequence[str],
+        event_ids: Sequence[int],
+        archive: tuple[str, str] | None = None,
+    ) -> None:
+        """Remove rounds (with their events) and loose events that an archive file now holds
+        (``archive``: its name and SHA-256). Refused if a round is open or still has messages
+        waiting for the broker. The chained ``archived`` event names the rows, the round
+        numbers, the archive and, for each run of removed rows, the last one's link, so the row
+        after the gap is still checked (docs/audit.md)."""
         conn = self._conn
         for round_id in round_ids:
             row = conn.execute(
@@ -414,6 +439,18 @@ class Transaction:
             for r in round_ids
             for (i,) in conn.execute("SELECT id FROM events WHERE round_id = ?", (r,))
         ] + [int(e) for e in event_ids]
+        seqs = sorted(
+            int(seq)
+            for r in round_ids
+            for (seq,) in conn.execute("SELECT seq FROM rounds WHERE round_id = ?", (r,))
+        )
+        runs = _ranges(sorted(removed))
+        links = {
+            str(last): link
+            for _first, last in runs
+            for (link,) in conn.execute("SELECT chain FROM events WHERE id = ?", (last,))
+            if link is not None
+        }
         conn.executemany("DELETE FROM events WHERE round_id = ?", [(r,) for r in round_ids])
         conn.executemany("DELETE FROM rounds WHERE round_id = ?", [(r,) for r in round_ids])
         conn.executemany(
@@ -421,9 +458,15 @@ class Transaction:
         )
         # The gap the rows leave in the hash chain is named, so an audit does not call it a
         # deletion (docs/audit.md).
-        self.record_event(
-            "archived", {"rounds": len(round_ids), "event_ids": _ranges(sorted(removed))}
-        )
+        record: dict[str, Any] = {
+            "rounds": len(round_ids),
+            "event_ids": runs,
+            "round_seqs": _ranges(seqs),
+            "links": links,
+        }
+        if archive is not None:
+            record["archive"], record["sha256"] = archive
+        self.record_event("archived", record)
 
     def enqueue(
         self,
@@ -785,12 +828,38 @@ class Journal:
         return deals
 
     def remembered(self, name: str) -> Any:
-        """What :meth:`Transaction.remember` kept under ``name`` (None if nothing)."""
+        """What :meth:`Transaction.remember` kept under ``name`` (None if nothing): for kept
+        state, its last chained record (``meta`` only for a journal from before those)."""
+        recorded = self._recorded_state(name) if name in KEPT_STATE else _NOTHING
+        if recorded is not _NOTHING:
+            return recorded
+        return self._meta_value(name)
+
+    def _meta_value(self, name: str) -> Any:
         with self._lock:
             row = self._connection.execute(
                 "SELECT value FROM meta WHERE key = ?", (f"{name}/{self.table_id}",)
             ).fetchone()
         return None if row is None else json.loads(row[0])
+
+    def _recorded_state(self, name: str) -> Any:
+        with self._lock:
+            row = self._connection.execute(
+                "SELECT payload FROM events WHERE kind = 'state_kept' AND chain IS NOT NULL "
+                "AND json_extract(payload, '$.name') = ? ORDER BY id DESC LIMIT 1",
+                (name,),
+            ).fetchone()
+        return _NOTHING if row is None else json.loads(row[0]).get("value")
+
+    def kept_state_edited(self) -> list[str]:
+        """Kept state whose ``meta`` copy differs from its last chained record: ``meta`` was
+        edited outside the table (the table goes by the chained record)."""
+        edited = []
+        for name in sorted(KEPT_STATE):
+            recorded = self._recorded_state(name)
+            if recorded is not _NOTHING and recorded != self._meta_value(name):
+                edited.append(name)
+        return edited
 
     def message_seq(self) -> int:
         """The last message sequence number this table assigned (0 before the first), cheaply:

@@ -4,11 +4,13 @@ recomputed, so the chain check alone passes — is caught by `audit verify --che
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from controller.journal.audit import verify_journal
 from controller.journal.checkpoints import sign_checkpoint, verify_checkpoints
@@ -102,3 +104,69 @@ async def test_checkpoints_anchor_the_chain_and_catch_a_rewritten_journal(
     forged = {**first.json["payload"], "chain": "0" * 64}
     _, problems = verify_checkpoints(journal, [forged], KEY)
     assert problems and "HMAC is wrong" in problems[0][1]
+
+
+async def test_every_round_close_is_anchored_and_the_feed_finds_a_cut_tail(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    """The casino's copy of the feed (`monitor --json` lines: rounds and checkpoints) against
+    the journal: whole, it verifies; with the last round cut off the journal, it does not."""
+    key_file = tmp_path / "checkpoint.key"
+    key_file.write_text(KEY.hex() + "\n")
+    key_file.chmod(0o600)
+    # An hour between timed checkpoints: the ones seen here come from the rounds' closes.
+    extra = mqtt_section(
+        broker, f'checkpoint_key_file = "{key_file}"', "checkpoint_interval = 3600"
+    )
+    workdir = tmp_path / "table"
+    service = MqttService()
+    async with (
+        Subscriber(broker.port, [f"{PREFIX}round", f"{PREFIX}checkpoint"]) as sub,
+        running_table(workdir, services=[service], config_extra=extra) as t,
+    ):
+        await service.connected.wait()
+        closed = [await t.deal(rng_number=n) for n in (2, 5, 7)]
+        for result in closed:
+            await sub.seen(
+                lambda m, r=result: (
+                    m.topic.endswith("round") and m.json["payload"]["round_id"] == r.round_id
+                )
+            )
+
+        def checkpoints() -> list[Any]:
+            return [m for m in sub.received if m.topic == f"{PREFIX}checkpoint"]
+
+        async with asyncio.timeout(10):
+            while len(checkpoints()) < 3:  # one per round closed
+                sub.arrived.clear()
+                await sub.arrived.wait()
+    journal = workdir / "journal.sqlite3"
+    feed = tmp_path / "feed.jsonl"
+    feed.write_text(
+        "".join(
+            json.dumps({"topic": m.topic, "retain": False, "payload": m.json}) + "\n"
+            for m in sub.received
+        )
+    )
+
+    def audit() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "controller.cli", "audit", "verify", "--journal",
+             str(journal), "--feed", str(feed), "--checkpoint-key", str(key_file)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    done = audit()
+    assert done.returncode == 0, done.stderr
+    assert "3 rounds and" in done.stdout
+    last = closed[-1]
+    with sqlite3.connect(journal) as conn:
+        (first_cut,) = conn.execute(
+            "SELECT min(id) FROM events WHERE round_id = ?", (last.round_id,)
+        ).fetchone()
+        conn.execute("DELETE FROM events WHERE id >= ?", (first_cut,))
+        conn.execute("DELETE FROM rounds WHERE round_id = ?", (last.round_id,))
+    assert verify_journal(journal).ok  # the journal alone is a shorter, whole chain
+    done = audit()
+    assert done.returncode == 1 and last.round_id in done.stderr
+    assert "the journal does not hold it" in done.stderr
