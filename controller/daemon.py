@@ -86,6 +86,8 @@ PROTECTION_KEY = "protection_state"
 #: after a crash, the rounds since are observed again from the journal.
 PROTECTION_SAVE_EVERY = 25
 DEALER_KEY = "dealer_signed_in"
+# The last chained row (id, link) a start verified: the next start checks from there.
+CHAIN_VERIFIED_KEY = "chain_verified"
 #: While in fault, how often a changed count of lost events is re-announced (status, page).
 FAULT_STATUS_S = 5.0
 
@@ -216,6 +218,7 @@ class Daemon:
                         ack_required=True,
                     )
                 )
+        alarms.extend(self._chain_at_start())
         edited = self.journal.kept_state_edited()
         if edited:
             # meta is not chained: the table went by the chained record; someone edited meta.
@@ -233,6 +236,42 @@ class Daemon:
                 )
             )
         return alarms
+
+    def _chain_at_start(self) -> list[AlarmPayload]:
+        """The hash chain after the point the last start verified (so a big journal still
+        starts in seconds): a break latches a critical ``journal_chain_broken`` alarm."""
+        if self.journal.path == ":memory:":
+            return []
+        from controller.journal.audit import open_read_only, verify_chain_since
+
+        kept = self.journal.remembered(CHAIN_VERIFIED_KEY)
+        start = (
+            (int(kept[0]), str(kept[1])) if isinstance(kept, list) and len(kept) == 2 else (0, "")
+        )
+        try:
+            with contextlib.closing(open_read_only(self.journal.path)) as conn:
+                head, findings = verify_chain_since(conn, start)
+            if not findings:  # a break is found again at every start, until mended
+                with self.journal.transaction() as tx:
+                    tx.remember(CHAIN_VERIFIED_KEY, list(head))
+        except (sqlite3.Error, OSError) as exc:  # the journal's own checks report those
+            log.error("chain_check_failed", error=describe_failure(exc))
+            return []
+        if not findings:
+            return []
+        log.error("journal_chain_broken", findings=[f.line() for f in findings[:5]])
+        return [
+            AlarmPayload(
+                code="journal_chain_broken",
+                severity="critical",
+                detail=f"the journal's hash chain is broken ({findings[0].line()}"
+                f"{f' and {len(findings) - 1} more' if len(findings) > 1 else ''}): it was "
+                "edited outside the table; run paigow-table audit verify",
+                alarm_id=f"alarm-{self.journal.new_round_id()}",
+                raised_at=self.clock(),
+                ack_required=True,
+            )
+        ]
 
     # --- what other parts call ----------------------------------------------------------
 

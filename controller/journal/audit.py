@@ -79,8 +79,11 @@ def _open(path: str | os.PathLike[str]) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{quote(os.fspath(path))}?mode=ro", uri=True, timeout=10.0)
 
 
-def _events(conn: sqlite3.Connection) -> Iterator[tuple[Any, ...]]:
-    last = 0
+open_read_only = _open
+
+
+def _events(conn: sqlite3.Connection, after: int = 0) -> Iterator[tuple[Any, ...]]:
+    last = after
     while True:
         rows = conn.execute(
             "SELECT id, round_id, at, kind, payload, chain FROM events WHERE id > ? "
@@ -135,6 +138,97 @@ def _covered(ranges: list[tuple[int, int]], first: int, last: int) -> bool:
     return at > last
 
 
+@dataclass
+class _Walk:
+    seals: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    kept: dict[str, tuple[int, str]] = field(default_factory=dict)  # name → (row, JSON value)
+    head: tuple[int, str] = (0, "")  # the last chained row and its link
+
+
+def _walk_chain(
+    conn: sqlite3.Connection,
+    report: AuditReport,
+    archived: _Archived,
+    seq_of: dict[str, int],
+    start: tuple[int, str] = (0, ""),
+) -> _Walk:
+    """Check every link after row ``start[0]`` (whose link is ``start[1]``), in id order."""
+    walk = _Walk(head=start)
+    prev_id: int | None = start[0] or None
+    prev_link = start[1]
+    began = bool(start[0])
+    for event_id, round_id, at, kind, payload, link in _events(conn, start[0]):
+        report.events += 1
+        if link is None:
+            report.unchained += 1
+            if began:
+                # Rows before the chain existed come first; one after it lost its link.
+                report.findings.append(
+                    Finding(
+                        "its link is missing after the chain began: the chain was cut here "
+                        "(links erased, or a row inserted)",
+                        round_id,
+                        seq_of.get(round_id),
+                        event_id,
+                    )
+                )
+            prev_id, prev_link = event_id, ""
+            continue
+        began = True
+        report.chained += 1
+        first_missing = (prev_id or 0) + 1
+        gap = event_id != first_missing
+        covered = gap and _covered(archived.event_ids, first_missing, event_id - 1)
+        before = archived.links.get(event_id - 1) if covered else prev_link
+        if covered and before is None:
+            report.anchors += 1  # its link is to a row an older retention archived
+        elif covered and link == chain_link(before or "", event_id, round_id, at, kind, payload):
+            report.bridged += 1
+        elif link != chain_link(before or "", event_id, round_id, at, kind, payload):
+            detail = (
+                f"the chain is broken before it: rows {first_missing}–{event_id - 1} were deleted"
+                if gap and not covered
+                else "its hash does not match its content: this row or the one before it "
+                "was changed, or rows were reordered"
+            )
+            report.findings.append(Finding(detail, round_id, seq_of.get(round_id), event_id))
+        if kind == "round_sealed" and round_id is not None:
+            with contextlib.suppress(ValueError):
+                walk.seals[round_id] = (event_id, json.loads(payload))
+        elif kind == "state_kept":
+            with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
+                data = json.loads(payload)
+                walk.kept[str(data["name"])] = (event_id, _canonical(data.get("value")))
+        prev_id, prev_link = event_id, link
+        walk.head = (event_id, link)
+    return walk
+
+
+def verify_chain_since(
+    conn: sqlite3.Connection, start: tuple[int, str]
+) -> tuple[tuple[int, str], list[Finding]]:
+    """The chain after a point already verified (the table's check at every start): the new
+    head and what is wrong after ``start``. A ``start`` row that is gone or changed is a
+    finding too."""
+    report = AuditReport("")
+    if start[0]:
+        row = conn.execute("SELECT chain FROM events WHERE id = ?", (start[0],)).fetchone()
+        if row is None or row[0] != start[1]:
+            report.findings.append(
+                Finding(
+                    "the row the last start verified is gone or changed: the journal was rewritten",
+                    row=start[0],
+                )
+            )
+            start = (0, "")
+    archived = _archived(conn)
+    seq_of = dict(conn.execute("SELECT round_id, seq FROM rounds"))
+    walk = _walk_chain(conn, report, archived, seq_of, start)
+    if report.events and not report.chained and not start[0]:
+        report.findings.append(Finding("none of its events is chained: the links were erased"))
+    return walk.head, report.findings
+
+
 def verify_journal(path: str | os.PathLike[str]) -> AuditReport:
     """Check the hash chain of every event and every closed round against its seal."""
     report = AuditReport(os.fspath(path))
@@ -145,54 +239,8 @@ def verify_journal(path: str | os.PathLike[str]) -> AuditReport:
             return report
         archived = _archived(conn)
         seq_of = dict(conn.execute("SELECT round_id, seq FROM rounds"))
-        seals: dict[str, tuple[int, dict[str, Any]]] = {}
-        kept: dict[str, tuple[int, str]] = {}  # name → (row, value as JSON) of its last record
-        prev_id: int | None = None
-        prev_link = ""
-        for event_id, round_id, at, kind, payload, link in _events(conn):
-            report.events += 1
-            if link is None:
-                report.unchained += 1
-                if report.chained:
-                    # Rows before the chain existed come first; one after it lost its link.
-                    report.findings.append(
-                        Finding(
-                            "its link is missing after the chain began: the chain was cut here "
-                            "(links erased, or a row inserted)",
-                            round_id,
-                            seq_of.get(round_id),
-                            event_id,
-                        )
-                    )
-                prev_id, prev_link = event_id, ""
-                continue
-            report.chained += 1
-            first_missing = (prev_id or 0) + 1
-            gap = event_id != first_missing
-            covered = gap and _covered(archived.event_ids, first_missing, event_id - 1)
-            before = archived.links.get(event_id - 1) if covered else prev_link
-            if covered and before is None:
-                report.anchors += 1  # its link is to a row an older retention archived
-            elif covered and link == chain_link(
-                before or "", event_id, round_id, at, kind, payload
-            ):
-                report.bridged += 1
-            elif link != chain_link(before or "", event_id, round_id, at, kind, payload):
-                detail = (
-                    f"the chain is broken before it: rows {first_missing}–{event_id - 1} were "
-                    "deleted"
-                    if gap and not covered
-                    else "its hash does not match its content: this row or the one before it "
-                    "was changed, or rows were reordered"
-                )
-                report.findings.append(Finding(detail, round_id, seq_of.get(round_id), event_id))
-            if kind == "round_sealed" and round_id is not None:
-                seals[round_id] = (event_id, json.loads(payload))
-            elif kind == "state_kept":
-                with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
-                    data = json.loads(payload)
-                    kept[str(data["name"])] = (event_id, _canonical(data.get("value")))
-            prev_id, prev_link = event_id, link
+        walk = _walk_chain(conn, report, archived, seq_of)
+        seals, kept = walk.seals, walk.kept
         if report.events and not report.chained:
             report.findings.append(
                 Finding(

@@ -27,3 +27,31 @@ async def test_damaged_kept_state_neither_stops_the_start_nor_vanishes(tmp_path:
         assert monitor is not None and monitor.watch.rounds == 0  # started afresh
         result = await t.deal(rng_number=3)
         assert result.status == "settled" and monitor.watch.rounds == 1
+
+
+async def test_a_chain_broken_while_the_table_was_down_is_alarmed_at_every_start(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    journal_path = tmp_path / "journal.sqlite3"
+    async with running_table(tmp_path / "a", journal_path=journal_path) as t:
+        assert (await t.deal(rng_number=2)).status == "settled"
+        assert "journal_chain_broken" not in [a.code for a in t.daemon.table.latched.values()]
+    async with running_table(tmp_path / "b", journal_path=journal_path, seed=2) as t:
+        assert (await t.deal(rng_number=4)).status == "settled"
+    with Journal.open(journal_path, "PG-T1") as journal:
+        verified = journal.remembered("chain_verified")
+    assert isinstance(verified, list) and verified[0] > 10  # the next start checks from here
+    with sqlite3.connect(journal_path) as conn:
+        (row,) = conn.execute("SELECT max(id) FROM events WHERE kind = 'packet_dealt'").fetchone()
+        conn.execute(
+            "UPDATE events SET payload = replace(payload, 'packet', 'packet ') WHERE id = ?", (row,)
+        )
+    for run in ("c", "d"):  # found again at every start, until the journal is mended
+        async with running_table(tmp_path / run, journal_path=journal_path, seed=3) as t:
+            broken = [
+                a for a in t.daemon.table.latched.values() if a.code == "journal_chain_broken"
+            ]
+            assert broken and broken[0].severity == "critical" and broken[0].ack_required
+            assert f"event row {row}" in broken[0].detail
