@@ -83,6 +83,9 @@ ALARMS: Final[dict[str, str]] = {
     "device_flood": "a device sent too much",
     "disk_space_low": "the journal's disk is nearly full",
     "disk_space_ok": "the journal's disk has space again",
+    "journal_chain_broken": "the journal was edited outside the table (its hash chain is broken)",
+    "kept_state_edited": "the table's kept state was edited outside it",
+    "latched_alarm_unreadable": "a kept alarm could not be read",
 }
 
 #: How the first position was drawn (docs/rules.md §6).
