@@ -771,9 +771,9 @@ class Daemon:
                 )
                 unbind_round()
             case AlarmRaised(payload=p):
-                log.warning(
-                    "alarm", code=p.code, severity=p.severity, detail=p.detail, device=p.device
-                )
+                # A critical alarm is critical in the journal too (journalctl -p crit finds it).
+                emit = log.critical if p.severity == "critical" else log.warning
+                emit("alarm", code=p.code, severity=p.severity, detail=p.detail, device=p.device)
             case _:
                 pass
 

@@ -123,6 +123,25 @@ class RateLimit(logging.Filter):
         return True
 
 
+#: syslog priorities by logging level: what journald reads from a ``<N>`` line prefix
+#: (systemd's SyslogLevelPrefix=, on by default), so `journalctl -p warning` finds our lines.
+SYSLOG_PRIORITY: dict[int, int] = {
+    logging.CRITICAL: 2,
+    logging.ERROR: 3,
+    logging.WARNING: 4,
+    logging.INFO: 6,
+    logging.DEBUG: 7,
+}
+
+
+class _JournalFormatter(structlog.stdlib.ProcessorFormatter):
+    """Each line prefixed with its syslog priority, ``<2>`` for critical … ``<7>`` for debug."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        priority = SYSLOG_PRIORITY.get(record.levelno, 6 if record.levelno < 30 else 3)
+        return f"<{priority}>{super().format(record)}"
+
+
 def shared_processors() -> list[Processor]:
     """What every record goes through, from structlog or from the standard library."""
     return [
@@ -154,7 +173,12 @@ def configure_logging(
         isatty = getattr(out, "isatty", None)
         colors = bool(callable(isatty) and isatty())
         renderer = [structlog.dev.ConsoleRenderer(colors=colors)]
-    formatter = structlog.stdlib.ProcessorFormatter(
+    formatter_class = (
+        _JournalFormatter
+        if _writes_to_journal(out, os.environ if env is None else env)
+        else structlog.stdlib.ProcessorFormatter
+    )
+    formatter = formatter_class(
         foreign_pre_chain=shared,
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderer],
     )

@@ -211,3 +211,42 @@ def test_the_next_line_after_the_window_says_how_many_were_dropped() -> None:
     assert limit.filter(record)
     assert "3 more like it" in str(record.msg)
     assert limit.filter(structured)  # another key (same name, the event from the dict)
+
+
+def test_under_journald_each_line_carries_its_syslog_priority(tmp_path: Path) -> None:
+    """The exact bytes journald reads (SyslogLevelPrefix=): a critical alarm at <2>, so
+    `journalctl -p crit` and `-p warning` find it; a console or a plain file gets no prefix."""
+    path = tmp_path / "journal-stream"
+    with path.open("w", encoding="utf-8") as out:
+        st = os.fstat(out.fileno())
+        env = {"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}
+        assert configure_logging("DEBUG", "auto", stream=out, env=env) == "json"
+        log = get_logger("t")
+        log.critical("alarm", code="deck_integrity", severity="critical")
+        log.error("journal_write_failed")
+        log.warning("alarm", code="frame_error", severity="warning")
+        log.info("round_closed")
+        log.debug("detail")
+        out.flush()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert [line[:4] for line in lines] == ["<2>{", "<3>{", "<4>{", "<6>{", "<7>{"]
+    assert json.loads(lines[0][3:])["level"] == "critical"
+    plain = io.StringIO()
+    configure_logging("INFO", "json", stream=plain, env={})
+    get_logger("t").critical("alarm")
+    assert plain.getvalue().startswith("{")
+
+
+async def test_a_critical_alarm_is_logged_as_critical(tmp_path: Path) -> None:
+    from structlog.testing import capture_logs
+
+    from tests.harness import running_table
+
+    with capture_logs() as logs:
+        async with running_table(tmp_path) as t:
+            result = await t.deal(rng_number=3, faults="duplicate_card")
+            assert result.status == "misdeal"
+    alarms = [e for e in logs if e.get("event") == "alarm"]
+    deck = [e for e in alarms if e.get("code") == "deck_integrity"]
+    assert deck and deck[0]["log_level"] == "critical"
+    assert all(e["log_level"] == "warning" for e in alarms if e.get("severity") != "critical")
