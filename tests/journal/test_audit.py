@@ -7,10 +7,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import shutil
 import sqlite3
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,39 +16,11 @@ import pytest
 from controller.journal import Journal
 from controller.journal.audit import recall_rounds, verify_journal
 from controller.journal.maintenance import archive_rounds
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "controller.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-@pytest.fixture(scope="module")
-def demo_journal(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Five rounds the demo dealt (simulated devices through the real daemon), and one with
-    a fault (a short packet: a dead round)."""
-    path = tmp_path_factory.mktemp("audit") / "demo.sqlite3"
-    done = _cli(
-        "demo", "--rounds", "8", "--no-mqtt", "--journal", str(path), "--interval", "0",
-        "--seed", "3", "--http-port", "0", "--fault-rate", "0.4",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return path
-
-
-def _copy(path: Path, tmp_path: Path) -> Path:
-    target = tmp_path / "copy.sqlite3"
-    shutil.copy(path, target)
-    return target
+from tests.journal.conftest import cli, copy_journal
 
 
 def test_a_journal_the_demo_wrote_verifies(demo_journal: Path) -> None:
-    done = _cli("audit", "verify", "--journal", str(demo_journal))
+    done = cli("audit", "verify", "--journal", str(demo_journal))
     assert done.returncode == 0, done.stderr
     report = verify_journal(demo_journal)
     with sqlite3.connect(demo_journal) as conn:
@@ -94,17 +63,17 @@ def _round_of(path: Path, seq: int) -> str:
 def test_every_edit_is_found_and_names_its_round(
     demo_journal: Path, tmp_path: Path, edit: str, expected: str
 ) -> None:
-    path = _copy(demo_journal, tmp_path)
+    path = copy_journal(demo_journal, tmp_path)
     with sqlite3.connect(path) as conn:
         assert conn.execute(edit).rowcount >= 1
-    done = _cli("audit", "verify", "--journal", str(path))
+    done = cli("audit", "verify", "--journal", str(path))
     assert done.returncode == 1
     assert f"round #3 {_round_of(path, 3)}" in done.stderr, done.stderr
     assert expected in done.stderr
 
 
 def test_retention_gaps_are_not_deletions(demo_journal: Path, tmp_path: Path) -> None:
-    path = _copy(demo_journal, tmp_path)
+    path = copy_journal(demo_journal, tmp_path)
     with Journal.open(path, "PG-DEMO") as journal:
         report = archive_rounds(
             journal, before=datetime(2100, 1, 1, tzinfo=UTC), directory=tmp_path / "a", batch=3
@@ -116,7 +85,7 @@ def test_retention_gaps_are_not_deletions(demo_journal: Path, tmp_path: Path) ->
 
 
 def test_recall_prints_each_round_as_journaled(demo_journal: Path) -> None:
-    done = _cli("audit", "recall", "--journal", str(demo_journal), "--last", "10")
+    done = cli("audit", "recall", "--journal", str(demo_journal), "--last", "10")
     assert done.returncode == 0
     rounds = recall_rounds(demo_journal, last=10)
     assert len(rounds) >= 8
@@ -126,10 +95,10 @@ def test_recall_prints_each_round_as_journaled(demo_journal: Path) -> None:
             rule = r["result"]["dealer"]["setting"]
             if rule:
                 assert f"House Way {rule['rule']}" in done.stdout
-    as_json = _cli("audit", "recall", "--journal", str(demo_journal), "--last", "2", "--json")
+    as_json = cli("audit", "recall", "--journal", str(demo_journal), "--last", "2", "--json")
     lines = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert [r["round_id"] for r in lines] == [r["round_id"] for r in rounds[-2:]]
-    one = _cli("audit", "recall", "--journal", str(demo_journal), "--round", rounds[0]["round_id"])
+    one = cli("audit", "recall", "--journal", str(demo_journal), "--round", rounds[0]["round_id"])
     assert one.stdout.startswith(f"Round #{rounds[0]['round_seq']}")
 
 
@@ -141,7 +110,7 @@ def test_an_edit_with_its_seal_and_chain_forged_too_is_caught_by_dealing_again(
     does not give what was recorded."""
     from controller.journal.store import chain_link, seal_of
 
-    path = _copy(demo_journal, tmp_path)
+    path = copy_journal(demo_journal, tmp_path)
     with sqlite3.connect(path) as conn:
         rid, status, reason, result = conn.execute(
             "SELECT round_id, status, reason, result FROM rounds WHERE status = 'settled' "
@@ -171,13 +140,13 @@ def test_a_signed_export_verifies_itself_and_a_changed_line_is_caught(
     key = tmp_path / "export.key"
     key.write_text("5a" * 32 + "\n")
     out = tmp_path / "range.jsonl.gz"
-    done = _cli(
+    done = cli(
         "audit", "export", "--journal", str(demo_journal), "--since", "2000-01-01",
         "--out", str(out), "--key-file", str(key),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "8 rounds" in done.stdout and "signed" in done.stdout
-    ok = _cli("journal", "verify-archive", str(out), "--key-file", str(key))
+    ok = cli("journal", "verify-archive", str(out), "--key-file", str(key))
     assert ok.returncode == 0 and "signature ok" in ok.stdout, ok.stderr
     lines = gzip.decompress(out.read_bytes()).decode().splitlines(keepends=True)
     rounds = [json.loads(line) for line in lines[1:-1]]
@@ -195,7 +164,7 @@ def test_a_signed_export_verifies_itself_and_a_changed_line_is_caught(
     (tmp_path / "range.jsonl.gz.sha256").write_text(
         f"{hashlib.sha256(out.read_bytes()).hexdigest()}  range.jsonl.gz\n"
     )
-    unkeyed = _cli("journal", "verify-archive", str(out))
+    unkeyed = cli("journal", "verify-archive", str(out))
     assert unkeyed.returncode == 0  # its digests agree: only the signature can tell
-    forged = _cli("journal", "verify-archive", str(out), "--key-file", str(key))
+    forged = cli("journal", "verify-archive", str(out), "--key-file", str(key))
     assert forged.returncode == 1 and "not signed with this key" in forged.stderr

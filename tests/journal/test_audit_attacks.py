@@ -7,49 +7,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from controller.journal import Journal
 from controller.journal.audit import read_feed, verify_feed, verify_journal
 from controller.journal.maintenance import archive_rounds
 from controller.journal.store import chain_link, seal_of
 from tests.harness import running_table
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "controller.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-@pytest.fixture(scope="module")
-def demo_journal(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("attacks") / "demo.sqlite3"
-    done = _cli(
-        "demo", "--rounds", "10", "--no-mqtt", "--journal", str(path), "--interval", "0",
-        "--seed", "5", "--http-port", "0", "--fault-rate", "0.2",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return path
-
-
-def _copy(path: Path, tmp_path: Path) -> Path:
-    target = tmp_path / "copy.sqlite3"
-    shutil.copy(path, target)
-    return target
+from tests.journal.conftest import cli, copy_journal
 
 
 def _feed(path: Path) -> list[str]:
@@ -96,15 +65,15 @@ def test_the_untouched_journal_and_its_feed_verify(demo_journal: Path, tmp_path:
     report = verify_journal(demo_journal)
     assert report.ok, _details(report.findings)
     feed = verify_feed(demo_journal, read_feed(_feed(demo_journal)))
-    assert feed.rounds >= 9 and not feed.findings, _details(feed.findings)
+    assert feed.rounds >= 7 and not feed.findings, _details(feed.findings)
     lines = tmp_path / "feed.jsonl"
     lines.write_text("\n".join(_feed(demo_journal)) + "\n")
-    done = _cli("audit", "verify", "--journal", str(demo_journal), "--feed", str(lines))
+    done = cli("audit", "verify", "--journal", str(demo_journal), "--feed", str(lines))
     assert done.returncode == 0, done.stderr
 
 
 def test_erased_links_and_a_500_to_1_payout_are_found(demo_journal: Path, tmp_path: Path) -> None:
-    path = _copy(demo_journal, tmp_path)
+    path = copy_journal(demo_journal, tmp_path)
     with sqlite3.connect(path) as conn:
         rid, _seq, result = _settled(conn)
         data = json.loads(result)
@@ -113,12 +82,12 @@ def test_erased_links_and_a_500_to_1_payout_are_found(demo_journal: Path, tmp_pa
         conn.execute("UPDATE events SET chain = NULL")
     report = verify_journal(path)
     assert not report.ok and "the links were erased" in _details(report.findings)
-    done = _cli("audit", "verify", "--journal", str(path))
+    done = cli("audit", "verify", "--journal", str(path))
     assert done.returncode == 1 and "links were erased" in done.stderr
 
 
 def test_links_erased_after_the_chain_began_are_found(demo_journal: Path, tmp_path: Path) -> None:
-    path = _copy(demo_journal, tmp_path)
+    path = copy_journal(demo_journal, tmp_path)
     with sqlite3.connect(path) as conn:
         (last,) = conn.execute("SELECT max(id) FROM events").fetchone()
         conn.execute("UPDATE events SET chain = NULL WHERE id > ?", (last // 2,))
@@ -129,7 +98,7 @@ def test_links_erased_after_the_chain_began_are_found(demo_journal: Path, tmp_pa
 def test_a_round_deleted_behind_an_unchained_archived_record_is_found(
     demo_journal: Path, tmp_path: Path
 ) -> None:
-    path = _copy(demo_journal, tmp_path)
+    path = copy_journal(demo_journal, tmp_path)
     with sqlite3.connect(path) as conn:
         rid, seq, _ = _settled(conn, 1)
         ids = [i for (i,) in conn.execute("SELECT id FROM events WHERE round_id = ?", (rid,))]
@@ -156,7 +125,7 @@ def test_a_round_rewritten_as_dead_with_its_chain_recomputed_is_found_by_the_fee
     round again), forges its seal, deletes a later row behind a chained `archived` record and
     recomputes every link. The journal alone cannot tell; the casino's copy can."""
     feed = _feed(demo_journal)
-    path = _copy(demo_journal, tmp_path)
+    path = copy_journal(demo_journal, tmp_path)
     with sqlite3.connect(path) as conn:
         rid, seq, result = _settled(conn)
         data = json.loads(result)
@@ -179,7 +148,7 @@ def test_a_round_rewritten_as_dead_with_its_chain_recomputed_is_found_by_the_fee
     assert "holds it as dead, not as the table sent it (settled)" in checked.findings[0].detail
     lines = tmp_path / "feed.jsonl"
     lines.write_text("\n".join(feed) + "\n")
-    done = _cli("audit", "verify", "--journal", str(path), "--feed", str(lines))
+    done = cli("audit", "verify", "--journal", str(path), "--feed", str(lines))
     assert done.returncode == 1 and rid in done.stderr and f"round #{seq}" in done.stderr
 
 
@@ -196,7 +165,7 @@ def test_a_cut_tail_is_found_by_the_feed_and_the_checkpoints(
             "made_at": "2026-01-01T00:00:00Z", "key_id": "", "hmac": ""}}
     )  # fmt: skip
     feed = [*_feed(demo_journal), checkpoint]
-    path = _copy(demo_journal, tmp_path)
+    path = copy_journal(demo_journal, tmp_path)
     with sqlite3.connect(path) as conn:
         (last_seq,) = conn.execute("SELECT max(seq) FROM rounds").fetchone()
         (first_cut,) = conn.execute(
@@ -216,12 +185,12 @@ def test_retention_names_its_archive_and_keeps_the_chain_checked(
     demo_journal: Path, tmp_path: Path
 ) -> None:
     feed = _feed(demo_journal)
-    path = _copy(demo_journal, tmp_path)
+    path = copy_journal(demo_journal, tmp_path)
     with Journal.open(path, "PG-DEMO") as journal:
         report = archive_rounds(
             journal, before=datetime(2100, 1, 1, tzinfo=UTC), directory=tmp_path / "a", batch=4
         )
-    assert report.rounds >= 8
+    assert report.rounds >= 7
     with sqlite3.connect(path) as conn:
         query = "SELECT payload FROM events WHERE kind = 'archived' AND chain IS NOT NULL"
         records = [json.loads(p) for (p,) in conn.execute(query)]
