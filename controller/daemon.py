@@ -242,7 +242,8 @@ class Daemon:
         starts in seconds): a break latches a critical ``journal_chain_broken`` alarm."""
         if self.journal.path == ":memory:":
             return []
-        from controller.journal.audit import open_read_only, verify_chain_since
+        from controller.journal.audit import verify_chain_since
+        from controller.journal.store import open_read_only
 
         kept = self.journal.remembered(CHAIN_VERIFIED_KEY)
         start = (

@@ -19,10 +19,10 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 from controller.game.deal import DEAD_CODES, MISDEAL_CODES
-from controller.journal.store import KEPT_STATE, chain_link, seal_of
+from controller.journal.checkpoints import sign_checkpoint
+from controller.journal.store import KEPT_STATE, chain_link, open_read_only, seal_of
 
 BATCH = 5_000
 
@@ -75,11 +75,7 @@ class AuditReport:
         )
 
 
-def _open(path: str | os.PathLike[str]) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{quote(os.fspath(path))}?mode=ro", uri=True, timeout=10.0)
-
-
-open_read_only = _open
+_open = open_read_only
 
 
 def _events(conn: sqlite3.Connection, after: int = 0) -> Iterator[tuple[Any, ...]]:
@@ -412,8 +408,6 @@ def verify_feed(
     must be in the journal as it was last sent (a deleted round, a rewritten one and a cut tail
     are found: the copy is outside the table's reach), unless retention archived it; every
     checkpoint in it must match the chain (and its HMAC, with ``key``)."""
-    from controller.journal.checkpoints import sign_checkpoint
-
     report = FeedReport()
     last_sent: dict[str, tuple[int, dict[str, Any]]] = {}
     checkpoints: list[dict[str, Any]] = []

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from controller.journal.store import open_read_only
+
 SIGNED_FIELDS = ("table_id", "event_id", "chain", "made_at")
 
 
@@ -48,11 +50,9 @@ def verify_checkpoints(
     """Check each checkpoint (a ``paigow.checkpoint`` message, or its payload) against ``key``
     and the journal: its HMAC, then the hash the journal holds at its row. Returns how many
     were checked and the problems as (row, what)."""
-    from controller.journal.audit import _open
-
     problems: list[tuple[int | None, str]] = []
     checked = 0
-    with contextlib.closing(_open(journal)) as conn:
+    with contextlib.closing(open_read_only(journal)) as conn:
         for message in checkpoints:
             body = message.get("payload", message)
             try:

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, Self
+from urllib.parse import quote
 
 from pydantic import BaseModel
 
@@ -198,6 +199,11 @@ def _json_default(value: object) -> object:
     if isinstance(value, set | frozenset):
         return sorted(value)
     raise TypeError(f"cannot journal a {type(value).__name__} as JSON")
+
+
+def open_read_only(path: str | os.PathLike[str]) -> sqlite3.Connection:
+    """A read-only connection (the audit's): it works beside the running daemon."""
+    return sqlite3.connect(f"file:{quote(os.fspath(path))}?mode=ro", uri=True, timeout=10.0)
 
 
 def to_json(value: object) -> str:
