@@ -4,27 +4,37 @@ Two rules, both decided from the TCP peer address (``request.remote``; forwardin
 ``X-Forwarded-For`` are never trusted, since anyone can send them):
 
 * **Viewing** (pages, JSON, the live stream): any loopback client; a remote client only with the
-  supervisor token from the config, as ``Authorization: Bearer <token>`` or ``?token=<token>``.
-  No token presented: 401. A wrong token, or no token configured at all: 403.
+  supervisor token from the config, as ``Authorization: Bearer <token>``, or with the session
+  cookie a login (``POST /api/login`` with the token in its JSON body) set. Never in the URL: a
+  query string ends up in histories, bookmarks and proxies' logs. No credential: 401. A wrong
+  token, or no token configured at all: 403.
 * **Dealer input** (dice, seats, a player's setting, void): the kiosk on the table computer,
-  i.e. a loopback client, unless the service is told to accept remote dealer input (then a
-  remote client needs the token too).
+  i.e. a loopback client, unless the config accepts remote dealer input
+  (``[display] remote_dealer_input``; then a remote client needs the token too).
 
 Loopback clients must also name a loopback host (or the configured one) in ``Host``, so a web
-page elsewhere cannot reach the table through DNS rebinding; and a state-changing request that
-carries an ``Origin`` must come from this server's own origin (no cross-site form posts).
+page elsewhere cannot reach the table through DNS rebinding; and a request that changes anything
+must carry an ``Origin`` naming this server's own origin (a browser sends it with every POST;
+a cross-site form or a ``no-cors`` fetch cannot forge it).
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
-from dataclasses import dataclass
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Literal
 
 from aiohttp import web
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
+#: The cookie a supervisor's login sets (HttpOnly, SameSite=Strict): a session id, not the token.
+SESSION_COOKIE = "paigow_supervisor"
+SESSION_S = 12 * 3600
+MAX_SESSIONS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +78,50 @@ def _host_name(host_header: str) -> str:
 
 
 def presented_token(request: web.BaseRequest) -> str | None:
-    """The token a client sent: the Bearer credentials, else the ``token`` query parameter."""
+    """The token a client sent as Bearer credentials (a ``token`` in the URL is not one)."""
     auth = request.headers.get("Authorization", "")
     scheme, _, credentials = auth.partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():
         return credentials.strip()
-    token = request.query.get("token")
-    return token or None
+    return None
+
+
+def own_origin(request: web.BaseRequest) -> str:
+    """The origin a page of this server has, as the browser names it in ``Origin``."""
+    return f"{request.scheme}://{request.host}".lower()
+
+
+@dataclass
+class Sessions:
+    """Supervisors' logins: random ids, each valid ``lifetime`` seconds from the login (kept in
+    memory: a restart of the controller asks for the token again). At most ``MAX_SESSIONS``;
+    a new one beyond that ends the oldest."""
+
+    lifetime: float = SESSION_S
+    clock: Callable[[], float] = time.monotonic
+    _expires: dict[str, float] = field(default_factory=dict)
+
+    def open(self) -> str:
+        now = self.clock()
+        self._expires = {k: t for k, t in self._expires.items() if t > now}
+        while len(self._expires) >= MAX_SESSIONS:
+            del self._expires[next(iter(self._expires))]
+        session = secrets.token_urlsafe(32)
+        self._expires[session] = now + self.lifetime
+        return session
+
+    def valid(self, session: str | None) -> bool:
+        expires = self._expires.get(session) if session else None
+        if expires is None:
+            return False
+        if expires <= self.clock():
+            self._expires.pop(session or "", None)
+            return False
+        return True
+
+    def close(self, session: str | None) -> None:
+        if session:
+            self._expires.pop(session, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +131,7 @@ class AccessPolicy:
     token: str | None = None
     configured_host: str = "127.0.0.1"
     remote_dealer_input: bool = False
+    sessions: Sessions = field(default_factory=Sessions, compare=False, repr=False)
 
     def host_allowed(self, host_header: str | None) -> bool:
         """A loopback client must address the server by a loopback name or address, or by the
@@ -99,20 +147,36 @@ class AccessPolicy:
             return False
         return True  # an address literal cannot be rebound
 
-    def _token_ok(self, presented: str) -> bool:
-        assert self.token is not None
+    def token_ok(self, presented: str) -> bool:
+        """The supervisor token, compared in constant time (False when none is configured)."""
+        if self.token is None:
+            return False
         return hmac.compare_digest(presented.encode("utf-8"), self.token.encode("utf-8"))
 
     def _remote(self, request: web.BaseRequest) -> Decision:
-        presented = presented_token(request)
         if self.token is None:
             return Decision(
                 403, "remote access is disabled: no supervisor token is configured on this table"
             )
-        if presented is None:
-            return Decision(401, "remote access needs the supervisor token")
-        if not self._token_ok(presented):
-            return Decision(403, "wrong supervisor token")
+        presented = presented_token(request)
+        if presented is not None:
+            return ALLOW if self.token_ok(presented) else Decision(403, "wrong supervisor token")
+        if self.sessions.valid(request.cookies.get(SESSION_COOKIE)):
+            return ALLOW
+        return Decision(
+            401,
+            "remote access needs the supervisor token: sign in on the page, "
+            "or send it as Authorization: Bearer",
+        )
+
+    def same_origin(self, request: web.BaseRequest) -> Decision:
+        """A request that changes anything must name this server's origin in ``Origin``: a
+        browser sends it with every POST, and a page elsewhere cannot make it say ours."""
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return Decision(403, "a request that changes anything must carry its page's Origin")
+        if origin.lower() != own_origin(request):
+            return Decision(403, "a request from another site is refused")
         return ALLOW
 
     def can_view(self, request: web.BaseRequest) -> Decision:
@@ -123,11 +187,24 @@ class AccessPolicy:
             return ALLOW
         return self._remote(request)
 
+    def can_log_in(self, request: web.BaseRequest) -> Decision:
+        """May this client try the supervisor token (``POST /api/login``)? Anyone who may reach
+        the server, from a page of its own origin; the handler checks the token."""
+        same = self.same_origin(request)
+        if not same.allowed:
+            return same
+        if is_loopback_address(request.remote):
+            return self.can_view(request)
+        return ALLOW
+
     def can_act(self, request: web.BaseRequest) -> Decision:
         """May this client send dealer input (dice, seats, a player's setting, void)?"""
-        origin = request.headers.get("Origin")
-        if origin is not None and origin != f"{request.scheme}://{request.host}":
-            return Decision(403, "dealer input from another site is refused")
+        same = self.same_origin(request)
+        if not same.allowed:
+            return same
+        return self._client_may_act(request)
+
+    def _client_may_act(self, request: web.BaseRequest) -> Decision:
         if is_loopback_address(request.remote):
             return self.can_view(request)
         if not self.remote_dealer_input:
@@ -135,5 +212,6 @@ class AccessPolicy:
         return self._remote(request)
 
     def dealer_input_for(self, request: web.BaseRequest) -> bool:
-        """What the page should offer this client: True when its dealer input would be accepted."""
-        return self.can_act(request).allowed
+        """What the page should offer this client (asked by its GET, which carries no Origin):
+        True when its dealer input, posted by the page, would be accepted."""
+        return self._client_may_act(request).allowed

@@ -1,27 +1,35 @@
 """The display server: the dealer page, the supervisor page, their JSON and the live stream.
 
 Plain aiohttp, plain files (controller/display/static/: HTML, CSS, JS; no build step, no CDN).
-Every page and JSON endpoint passes :class:`~controller.display.access.AccessPolicy`; dealer
-input goes to the table as the same commands MQTT sends (``daemon.submit``), so the journal
-records it like any other command. docs/display.md lists the endpoints.
+Every page and JSON endpoint passes :class:`~controller.display.access.AccessPolicy`; every
+request that changes anything must be JSON from the page's own origin, and its body must match
+its endpoint's strict model (controller/display/bodies.py) or it is a 400. Dealer input goes to
+the table as the same commands MQTT sends (``daemon.submit``), so the journal records it like
+any other command. docs/display.md lists the endpoints and what is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
+import logging
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import structlog
-from aiohttp import web
+from aiohttp import hdrs, web
 from pydantic import ValidationError
 
 from controller.config import ConfigError
-from controller.display.access import AccessPolicy, Decision, is_loopback_address
+from controller.display import bodies
+from controller.display.access import SESSION_COOKIE, AccessPolicy, Decision, is_loopback_address
+from controller.display.bodies import BodyError
 from controller.display.dealers import DealerBook, Lockouts, read_dealers
 from controller.display.guard import ConnectionGuard, StreamLimiter, Tally
 from controller.display.state import CLOSE, LiveState, Update
@@ -48,6 +56,8 @@ STATIC_DIR = Path(__file__).with_name("static")
 # The pages call the controller "not responding" after three missed heartbeats.
 HEARTBEAT_S = 2.0
 PIN_MIN_DIGITS = 6
+#: The ``Server`` header of every answer: no software name or version for a scanner to match.
+SERVER_NAME = "paigow-table"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -117,6 +127,8 @@ class DisplayContext:
     tally: Tally
     dealers: DealerBook | None = None
     guard: ConnectionGuard | None = None  # set while serving
+    #: Wrong supervisor tokens at the login, per source (the same doubling lockout as PINs).
+    logins: Lockouts = field(default_factory=Lockouts)
     #: Whether a peer is on the kiosk's side of the caps (the table computer itself).
     local_peer: Callable[[str | None], bool] = is_loopback_address
 
@@ -154,8 +166,24 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"ok": False, "error": message}, status=status)
 
 
-def _refuse(decision: Decision) -> web.Response:
-    response = _error(decision.status, decision.reason)
+@functools.cache
+def _login_html() -> bytes:
+    return (STATIC_DIR / "login.html").read_bytes()
+
+
+def _refuse(decision: Decision, *, login_page: bool = False) -> web.Response:
+    """The refusal as JSON; a browser asking for a page without a session (401) gets the
+    sign-in page instead (static: no table data in it)."""
+    if decision.status == 401 and login_page:
+        response = web.Response(
+            body=_login_html(),
+            status=401,
+            content_type="text/html",
+            charset="utf-8",
+            headers={"Cache-Control": "no-store"},
+        )
+    else:
+        response = _error(decision.status, decision.reason)
     if decision.status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="paigow-table"'
     return response
@@ -167,16 +195,6 @@ def _int_arg(request: web.Request, name: str, default: int, low: int, high: int)
     except ValueError:
         raise web.HTTPBadRequest(text=f"{name} must be an integer") from None
     return max(low, min(high, value))
-
-
-async def _body(request: web.Request) -> dict[str, Any]:
-    try:
-        data = await request.json()
-    except ValueError:
-        raise web.HTTPBadRequest(text="expected a JSON object") from None
-    if not isinstance(data, dict):
-        raise web.HTTPBadRequest(text="expected a JSON object")
-    return data
 
 
 def _record_json(record: RoundRecord, *, events: bool) -> dict[str, Any]:
@@ -221,18 +239,43 @@ def _summary(record: RoundRecord) -> dict[str, Any]:
 ACTIONS = frozenset(
     {"/api/dice", "/api/seats", "/api/player-setting", "/api/player-setting/preview", "/api/void"}
 )
+#: The supervisor's login and logout: open to a remote client without a session (same origin).
+SESSION_PATHS = frozenset({"/api/login", "/api/logout"})
+PAGES = frozenset({"/", "/dealer", "/supervisor"})
+READS = frozenset({"GET", "HEAD"})
+TOKEN_IN_URL = (
+    "the supervisor token is not accepted in the address (it would be kept in histories, "
+    "bookmarks and logs): sign in on the page, or send it as Authorization: Bearer"
+)
+
+
+def _token_in_url(request: web.Request) -> web.Response:
+    """A ``token`` in the query string grants nothing: a page is sent to its address without
+    it (so it leaves the address bar and the history), anything else is a 400."""
+    log.warning("display_token_in_url", remote=request.remote, path=request.path)
+    if request.method in READS and request.path in PAGES:
+        rest = [(k, v) for k, v in request.query.items() if k != "token"]
+        raise web.HTTPSeeOther(request.path + (f"?{urlencode(rest)}" if rest else ""))
+    return _error(400, TOKEN_IN_URL)
 
 
 @web.middleware
 async def access_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every request passes the access rules; static files (no table data in them) are free."""
+    """Every request passes the access rules; static files (no table data in them) are free.
+    A request that changes anything must be JSON (``Content-Type: application/json``) from the
+    page's own origin; its body is read by the handler (a bad one is a 400). An unforeseen
+    failure is a JSON 500 with no detail (the detail goes to the log)."""
     ctx = request.app.get(CONTEXT_KEY)
     if ctx is not None and ctx.guard is not None:
         ctx.guard.request_arrived(request.transport)  # its request head is complete: no timeout
     policy = request.app[POLICY_KEY]
     if request.path.startswith("/static/"):
         return await handler(request)
-    if request.path in ACTIONS or request.method not in ("GET", "HEAD"):
+    if "token" in request.query:
+        return _token_in_url(request)
+    if request.path in SESSION_PATHS:
+        decision = policy.can_log_in(request)
+    elif request.path in ACTIONS or request.method not in READS:
         decision = policy.can_act(request)
     else:
         decision = policy.can_view(request)
@@ -244,16 +287,27 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
             status=decision.status,
             reason=decision.reason,
         )
-        return _refuse(decision)
+        page = request.path in PAGES and "text/html" in request.headers.get("Accept", "")
+        return _refuse(decision, login_page=page)
+    if request.method not in READS and request.content_type != "application/json":
+        return _error(415, "a request that changes anything must be application/json")
     try:
         return await handler(request)
+    except BodyError as exc:
+        return _error(400, str(exc))
     except web.HTTPClientError as exc:
         if request.path.startswith("/api/"):
             return _error(exc.status, exc.text or exc.reason)
         raise
+    except web.HTTPException:
+        raise
+    except Exception:
+        log.exception("display_request_failed", method=request.method, path=request.path)
+        return _error(500, "internal error: see the controller's log")
 
 
 async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers[hdrs.SERVER] = SERVER_NAME
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
     if request.path.startswith("/api/"):
@@ -420,34 +474,34 @@ def _validation(exc: ValidationError) -> web.Response:
 
 
 async def api_dice(request: web.Request) -> web.StreamResponse:
-    body = await _body(request)
+    body = await bodies.body(request, bodies.DiceBody)  # three integers 1-6, strictly
     try:
-        command = EnterDice.model_validate({"dice": body.get("dice"), "request_id": _request_id()})
-    except ValidationError as exc:
-        return _validation(exc)
-    return await _submit(_ctx(request), command, request)
-
-
-async def api_seats(request: web.Request) -> web.StreamResponse:
-    body = await _body(request)
-    try:
-        command = SetSeats.model_validate(
-            {"occupied": body.get("occupied"), "request_id": _request_id()}
+        command = EnterDice(
+            dice=(body.dice[0], body.dice[1], body.dice[2]), request_id=_request_id()
         )
     except ValidationError as exc:
         return _validation(exc)
     return await _submit(_ctx(request), command, request)
 
 
+async def api_seats(request: web.Request) -> web.StreamResponse:
+    body = await bodies.body(request, bodies.SeatsBody)
+    try:
+        command = SetSeats(occupied=body.occupied, request_id=_request_id())
+    except ValidationError as exc:
+        return _validation(exc)
+    return await _submit(_ctx(request), command, request)
+
+
 async def api_player_setting(request: web.Request) -> web.StreamResponse:
-    body = await _body(request)
+    body = await bodies.body(request, bodies.PlayerSettingBody)
     try:
         command = PlayerSetting.model_validate(
             {
-                "seat": body.get("seat"),
-                "front": body.get("front"),
-                "house_way": bool(body.get("house_way", False)),
-                "round_id": body.get("round_id"),
+                "seat": body.seat,
+                "front": body.front,
+                "house_way": body.house_way,
+                "round_id": body.round_id,
                 "request_id": _request_id(),
             }
         )
@@ -460,20 +514,18 @@ async def api_player_preview(request: web.Request) -> web.StreamResponse:
     """What a player's setting would be (hands, foul, the Pai Gow result) before it is entered;
     computed from the round as closed and the same pure rules the table uses, nothing stored."""
     ctx = _ctx(request)
-    body = await _body(request)
+    body = await bodies.body(request, bodies.PreviewBody)
     p = ctx.state.last_payload
     if p is None or p.status != "settled" or p.dealer is None:
         return _error(409, "no settled round: a player sets only after the dealer")
-    if body.get("round_id") not in (None, p.round_id):
-        return _error(409, f"round {body.get('round_id')} is not the current round")
-    seat = next((s for s in p.seats if s.seat == body.get("seat")), None)
+    if body.round_id not in (None, p.round_id):
+        return _error(409, f"round {body.round_id} is not the current round")
+    seat = next((s for s in p.seats if s.seat == body.seat), None)
     if seat is None:
-        return _error(404, f"seat {body.get('seat')} has no hand this round")
+        return _error(404, f"seat {body.seat} has no hand this round")
     rules = ctx.daemon.table.settings.rules
     try:
-        front_texts = body.get("front")
-        if not isinstance(front_texts, list) or len(front_texts) != 2:
-            raise ValueError("give the two front cards")
+        front_texts = body.front
         dealer_cards = parse_cards(p.dealer.cards)
         d = p.dealer.setting
         dealer = (
@@ -523,16 +575,16 @@ async def _guarded(
 
 async def api_void(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
-    body = await _body(request)
-    decision = ctx.pins.check(str(body.get("pin", "")), request.remote or "")
+    body = await bodies.body(request, bodies.VoidBody)
+    decision = ctx.pins.check(body.pin, request.remote or "")
     return await _guarded(
         ctx,
         request,
         decision,
         "void_round",
         lambda: VoidRound(
-            reason=str(body.get("reason") or "voided by dealer")[:200],
-            round_id=body.get("round_id"),
+            reason=body.reason or "voided by dealer",
+            round_id=body.round_id,
             request_id=_request_id(),
         ),
     )
@@ -559,17 +611,17 @@ async def api_protection(request: web.Request) -> web.StreamResponse:
 async def api_acknowledge(request: web.Request) -> web.StreamResponse:
     """A latched alarm acknowledged by a named person with the supervisor's PIN."""
     ctx = _ctx(request)
-    body = await _body(request)
-    decision = ctx.pins.check(str(body.get("pin", "")), request.remote or "")
+    body = await bodies.body(request, bodies.AcknowledgeBody)
+    decision = ctx.pins.check(body.pin, request.remote or "")
     return await _guarded(
         ctx,
         request,
         decision,
         "acknowledge_alarm",
         lambda: AcknowledgeAlarm(
-            alarm_id=str(body.get("alarm_id") or ""),
-            by=str(body.get("by") or "").strip(),
-            note=str(body.get("note") or "")[:200],
+            alarm_id=body.alarm_id,
+            by=body.by.strip(),
+            note=body.note,
             request_id=_request_id(),
         ),
     )
@@ -580,25 +632,122 @@ async def api_sign_in(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
     if ctx.dealers is None:
         return _error(403, "sign-in is disabled: no dealers_file is configured")
-    body = await _body(request)
-    badge = str(body.get("badge") or "").strip()[:64]
-    decision = await asyncio.to_thread(
-        ctx.dealers.check, badge, str(body.get("pin", "")), request.remote or ""
-    )
+    body = await bodies.body(request, bodies.SignInBody)
+    badge = body.badge.strip()
+    decision = await asyncio.to_thread(ctx.dealers.check, badge, body.pin, request.remote or "")
     return await _guarded(
         ctx, request, decision, "sign_in", lambda: SignIn(dealer_id=badge, request_id=_request_id())
     )
 
 
 async def api_sign_out(request: web.Request) -> web.StreamResponse:
+    await bodies.body(request, bodies.EmptyBody)
     return await _submit(_ctx(request), SignOut(request_id=_request_id()), request)
+
+
+async def api_login(request: web.Request) -> web.StreamResponse:
+    """A remote supervisor's login: the token in a JSON body (never in a URL); the answer sets
+    a session cookie (HttpOnly, SameSite=Strict) that carries the page, its API calls and its
+    live stream. Wrong tokens lock their source out as wrong PINs do."""
+    ctx = _ctx(request)
+    body = await bodies.body(request, bodies.LoginBody)
+    remote = request.remote or ""
+    if ctx.policy.token is None:
+        return _error(
+            403, "remote access is disabled: no supervisor token is configured on this table"
+        )
+    locked = ctx.logins.locked(remote)
+    if locked is not None:
+        log.warning("supervisor_login_refused", remote=remote, reason=locked.reason)
+        return _refuse(locked)
+    if not ctx.policy.token_ok(body.token):
+        ctx.logins.failed(remote)
+        log.warning("supervisor_login_refused", remote=remote, reason="wrong supervisor token")
+        return _error(403, "wrong supervisor token")
+    ctx.logins.succeeded(remote)
+    sessions = ctx.policy.sessions
+    response = web.json_response({"ok": True})
+    response.set_cookie(
+        SESSION_COOKIE,
+        sessions.open(),
+        max_age=int(sessions.lifetime),
+        path="/",
+        httponly=True,
+        samesite="Strict",
+    )
+    log.info("supervisor_login", remote=remote)
+    return response
+
+
+async def api_logout(request: web.Request) -> web.StreamResponse:
+    await bodies.body(request, bodies.EmptyBody)
+    _ctx(request).policy.sessions.close(request.cookies.get(SESSION_COOKIE))
+    response = web.json_response({"ok": True})
+    response.del_cookie(SESSION_COOKIE, path="/")
+    return response
 
 
 # --- the application -------------------------------------------------------------------------
 
+#: A credential inside a text: a ``token`` in a query string, Bearer credentials, our cookie.
+_CREDENTIAL = re.compile(r"(?i)(token=|bearer\s+|" + SESSION_COOKIE + r"=)[^\s&'\";\\]*")
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential in it replaced by ``<redacted>``."""
+    return _CREDENTIAL.sub(r"\1<redacted>", text)
+
+
+class _Redacted(Exception):
+    """Stands in, in a log record, for an exception whose message held a credential."""
+
+
+class RedactCredentials(logging.Filter):
+    """On aiohttp's loggers: a request it cannot parse is logged with its request line (and
+    the error's message repeats it), which may hold a token. The message and the exception's
+    text are logged with every credential replaced (the traceback is kept); the record's
+    template is unchanged, so the log's rate limit still counts them as one event."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redact(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args)
+        if record.exc_info and record.exc_info[1] is not None:
+            texts: list[str] = []
+            exc: BaseException | None = record.exc_info[1]
+            while exc is not None and len(texts) < 8:  # the exception and what it was raised from
+                texts.append(f"{type(exc).__name__}: {exc}")
+                exc = exc.__cause__ or exc.__context__
+            text = " (from) ".join(texts)
+            if redact(text) != text:
+                record.exc_info = (_Redacted, _Redacted(redact(text)), record.exc_info[2])
+                record.exc_text = None
+        return True
+
+
+_REDACT = RedactCredentials()
+
+
+def _redact_aiohttp_logs() -> None:
+    for name in ("aiohttp.server", "aiohttp.web", "aiohttp.access"):
+        logger = logging.getLogger(name)
+        if _REDACT not in logger.filters:
+            logger.addFilter(_REDACT)
+
+
+class _NeutralRequest(web.Request):
+    """A request whose every answer names the server as ``SERVER_NAME``: the application's
+    ``on_response_prepare`` does it for routed requests, this for the answers aiohttp makes
+    before any route (a malformed request), which would otherwise name aiohttp's version."""
+
+    async def _prepare_hook(self, response: web.StreamResponse) -> None:
+        response.headers[hdrs.SERVER] = SERVER_NAME
+        await super()._prepare_hook(response)
+
 
 def build_app(ctx: DisplayContext) -> web.Application:
-    app = web.Application(middlewares=[access_middleware], client_max_size=64 * 1024)
+    app = web.Application(middlewares=[access_middleware], client_max_size=bodies.MAX_BODY)
     app[POLICY_KEY] = ctx.policy
     app[CONTEXT_KEY] = ctx
     app.on_response_prepare.append(_security_headers)
@@ -624,6 +773,8 @@ def build_app(ctx: DisplayContext) -> web.Application:
     r.add_get("/api/recall", api_recall)
     r.add_post("/api/sign-in", api_sign_in)
     r.add_post("/api/sign-out", api_sign_out)
+    r.add_post("/api/login", api_login)
+    r.add_post("/api/logout", api_logout)
     r.add_static("/static", STATIC_DIR, append_version=False)
     return app
 
@@ -744,6 +895,7 @@ class DisplayService:
 
     async def _serve(self, ctx: DisplayContext, host: str, port: int) -> None:
         cfg = ctx.daemon.config.display
+        _redact_aiohttp_logs()
         runner = web.AppRunner(
             build_app(ctx),
             access_log=None,
@@ -752,6 +904,11 @@ class DisplayService:
         )
         await runner.setup()
         assert runner.server is not None
+        # Requests of our own class: even an answer aiohttp makes before any route (a request
+        # it cannot parse) carries the neutral Server header.
+        runner.server.request_factory = functools.partial(
+            runner.app._make_request, _cls=_NeutralRequest
+        )
         # aiohttp's protocol factory behind the connection cap and the request-arrival timer.
         ctx.guard = ConnectionGuard(
             runner.server,

@@ -85,13 +85,21 @@ async def test_a_remote_request_without_the_token_gets_401() -> None:
 async def test_a_remote_request_with_a_wrong_token_gets_403() -> None:
     bad = request("/supervisor", headers={"Authorization": "Bearer nope"})
     assert (await through_middleware(bad)).status == 403
-    assert (await through_middleware(request("/supervisor?token=nope"))).status == 403
 
 
 async def test_a_remote_request_with_the_token_may_view() -> None:
     bearer = request("/api/rounds", headers={"Authorization": f"Bearer {TOKEN}"})
     assert (await through_middleware(bearer)).status == 200
-    assert (await through_middleware(request(f"/supervisor?token={TOKEN}"))).status == 200
+    page = request("/supervisor", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert (await through_middleware(page)).status == 200
+
+
+async def test_the_token_in_the_url_grants_nothing() -> None:
+    for token in (TOKEN, "nope"):
+        assert (await through_middleware(request(f"/api/rounds?token={token}"))).status == 400
+        with pytest.raises(web.HTTPSeeOther) as redirect:  # a page: the same, without it
+            await through_middleware(request(f"/supervisor?round=9&token={token}"))
+        assert redirect.value.location == "/supervisor?round=9"
 
 
 async def test_without_a_configured_token_remote_access_is_refused() -> None:
@@ -111,15 +119,18 @@ async def test_static_files_hold_no_data_and_are_served_to_anyone() -> None:
     assert (await through_middleware(request("/static/common.css"))).status == 200
 
 
+PAGE_POST = {"Origin": "http://127.0.0.1:8080", "Content-Type": "application/json"}
+
+
 async def test_dealer_input_is_for_the_table_computer_only() -> None:
-    authorised = {"Authorization": f"Bearer {TOKEN}"}
+    authorised = {"Authorization": f"Bearer {TOKEN}", **PAGE_POST}
     remote_post = request("/api/dice", method="POST", headers=authorised)
     assert (await through_middleware(remote_post)).status == 403
-    local_post = request("/api/dice", method="POST", remote="127.0.0.1")
+    local_post = request("/api/dice", method="POST", remote="127.0.0.1", headers=PAGE_POST)
     assert (await through_middleware(local_post)).status == 200
     allowed = AccessPolicy(token=TOKEN, remote_dealer_input=True)
     assert allowed.can_act(request("/api/dice", method="POST", headers=authorised)).allowed
-    assert not allowed.can_act(request("/api/dice", method="POST")).allowed
+    assert not allowed.can_act(request("/api/dice", method="POST", headers=PAGE_POST)).allowed
 
 
 async def test_loopback_requests_must_name_a_loopback_host() -> None:
@@ -131,13 +142,22 @@ async def test_loopback_requests_must_name_a_loopback_host() -> None:
 
 
 async def test_dealer_input_from_another_site_is_refused() -> None:
-    cross = request(
-        "/api/void", method="POST", remote="127.0.0.1", headers={"Origin": "http://evil.example"}
+    for origin in ({"Origin": "http://evil.example"}, {"Origin": "null"}, {}):
+        cross = request(
+            "/api/void",
+            method="POST",
+            remote="127.0.0.1",
+            headers={"Content-Type": "application/json", **origin},
+        )
+        assert (await through_middleware(cross)).status == 403
+    plain = request(
+        "/api/void",
+        method="POST",
+        remote="127.0.0.1",
+        headers={**PAGE_POST, "Content-Type": "text/plain"},
     )
-    assert (await through_middleware(cross)).status == 403
-    same = request(
-        "/api/void", method="POST", remote="127.0.0.1", headers={"Origin": "http://127.0.0.1:8080"}
-    )
+    assert (await through_middleware(plain)).status == 415
+    same = request("/api/void", method="POST", remote="127.0.0.1", headers=PAGE_POST)
     assert (await through_middleware(same)).status == 200
 
 
@@ -218,9 +238,12 @@ async def test_remote_client_over_the_network_needs_the_token(tmp_path: Path) ->
                 assert r.status == 200
                 assert (await r.json())["controls"]["dealer_input"] is False
             async with http.get(f"{remote}/supervisor", params={"token": TOKEN}) as r:
+                assert r.status == 401  # redirected to the address without it: not accepted
+                assert str(r.url) == f"{remote}/supervisor"
+            async with http.get(f"{remote}/supervisor", headers=bearer) as r:
                 assert r.status == 200 and "Supervisor" in await r.text()
             async with http.post(
-                f"{remote}/api/dice", json={"dice": [1, 2, 3]}, headers=bearer
+                f"{remote}/api/dice", json={"dice": [1, 2, 3]}, headers={**bearer, "Origin": remote}
             ) as r:
                 assert r.status == 403
             async with http.get(f"{local}/api/state") as r:  # the kiosk needs no token

@@ -27,7 +27,9 @@ def _events(journal: Journal, kind: str) -> list[dict[str, Any]]:
 
 
 async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> tuple[int, Any]:
-    async with http.post(url, json=body) as r:
+    # As the kiosk page posts: JSON, with its own origin (the server refuses anything else).
+    origin = url.split("/api/", 1)[0]
+    async with http.post(url, json=body, headers={"Origin": origin}) as r:
         return r.status, await r.json()
 
 

@@ -1,5 +1,6 @@
 """The supervisor page in a real browser: status, devices, alarms, charts, the searchable round
-history with every journaled detail, escaping of device text, and remote access by token."""
+history with every journaled detail, escaping of device text, and remote access by signing in
+with the token (never in the address)."""
 
 from __future__ import annotations
 
@@ -99,10 +100,19 @@ async def test_remote_supervisor_page_needs_the_token(browser: Browser, tmp_path
         remote = f"http://{address}:{display.port}/supervisor"
         response = await k.page.goto(remote)
         assert response is not None and response.status == 401
+        await expect(k.page.locator("#login-form")).to_be_visible()  # the sign-in page, no data
         await shot(k.page, "supervisor-remote-refused")
+        # The token in the address grants nothing and leaves the address.
         response = await k.page.goto(remote + "?token=pit-boss-7f3a")
-        assert response is not None and response.status == 200
-        await k.page.wait_for_selector("#link.up")  # the live stream carries the token too
+        assert response is not None and response.status == 401
+        assert k.page.url == remote
+        await k.page.locator("#login-token").fill("not-the-token")
+        await k.page.locator("#login-form button").click()
+        await expect(k.page.locator("#login-note")).to_have_text("wrong supervisor token")
+        await k.page.locator("#login-token").fill("pit-boss-7f3a")
+        await k.page.locator("#login-form button").click()
+        await k.page.wait_for_selector("#link.up")  # the session cookie carries the live stream
+        assert k.page.url == remote
         await expect(
             k.page.locator(f'#rounds tr[data-round-id="{result.round_id}"]')
         ).to_be_visible()

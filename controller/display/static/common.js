@@ -155,12 +155,19 @@ export function dateTimeText(iso) {
 
 // --- the server --------------------------------------------------------------------------------
 
-const TOKEN = new URLSearchParams(location.search).get("token");
+// A remote supervisor is signed in by an HttpOnly session cookie (the sign-in page sets it): the
+// browser sends it with every call and the live stream; the token is never in an address.
 
-/** fetch JSON from the server (with the supervisor token when the page was opened with one). */
+/** The session ended (expired, or the controller restarted): load the page again, which is
+ *  then the sign-in page. */
+function sessionEnded() {
+  location.reload();
+}
+
+/** fetch JSON from the server. A request with a body is JSON, as the server requires of every
+ *  request that changes anything (the browser adds this page's Origin). */
 export async function api(path, { method = "GET", body } = {}) {
   const headers = { Accept: "application/json" };
-  if (TOKEN) headers.Authorization = `Bearer ${TOKEN}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let response;
   try {
@@ -168,6 +175,7 @@ export async function api(path, { method = "GET", body } = {}) {
   } catch (err) {
     return { ok: false, http: 0, error: "no connection to the table controller" };
   }
+  if (response.status === 401) sessionEnded();
   let data = {};
   try { data = await response.json(); } catch { data = {}; }
   return { ...data, ok: response.ok && data.ok !== false, http: response.status, error: data.error || (response.ok ? null : response.statusText) };
@@ -197,8 +205,7 @@ function setLive(up, onLink) {
 }
 
 export function live(handlers, onLink) {
-  const url = "/api/events" + (TOKEN ? `?token=${encodeURIComponent(TOKEN)}` : "");
-  const source = new EventSource(url);
+  const source = new EventSource("/api/events");
   let last = Date.now();
   let up = false;
   const heard = () => {
@@ -217,7 +224,11 @@ export function live(handlers, onLink) {
       handler(data);
     });
   }
-  source.addEventListener("error", () => { if (up) { up = false; setLive(false, onLink); } });
+  source.addEventListener("error", () => {
+    if (up) { up = false; setLive(false, onLink); }
+    // Refused for good (the browser does not retry): ask why; a 401 reloads into the sign-in.
+    if (source.readyState === EventSource.CLOSED) api("/api/state");
+  });
   return source;
 }
 
