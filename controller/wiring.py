@@ -189,6 +189,12 @@ async def run_from_config(
             software=software,
         )
         await daemon.run(handle_signals=True)
+    except ConfigError as exc:
+        # A file the check read was changed before the daemon read it (the checkpoint key):
+        # the same refusal as the check's, never a traceback and exit 1 restarted every 2 s.
+        for issue in exc.errors:
+            print(issue, file=sys.stderr, flush=True)
+        return EXIT_CONFIG_ERROR
     except (sqlite3.Error, JournalError) as exc:
         # Opening the journal, reading its state, voiding the rounds a crash left open: the
         # daemon's own writes during the run never raise (they tilt the table instead).

@@ -48,7 +48,7 @@ def cmd_sign_command(args: argparse.Namespace) -> int:
         elif args.keys_file:
             shared = read_keys(args.keys_file).get(args.key_id)
             if not isinstance(shared, bytes):
-                raise ValueError(f"no HMAC key {args.key_id!r} in {args.keys_file}")
+                raise ValueError(f"no hmac-sha256 key {args.key_id!r} in {args.keys_file}")
             key = shared
         else:
             raise ValueError("give --keys-file (HMAC) or --private-key (Ed25519 PEM)")
@@ -104,7 +104,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "body", nargs="?", default="{}", help='its fields as JSON, e.g. \'{"reason": "…"}\''
     )
-    p.add_argument("--keys-file", help="the same keys file as the table's (HMAC keys)")
+    p.add_argument(
+        "--keys-file",
+        help="a keys file like the table's ('KEY_ID hmac-sha256 SECRET_HEX' lines, docs/mqtt.md)",
+    )
     p.add_argument("--private-key", help="an Ed25519 private key (PEM, e.g. from openssl genpkey)")
     p.add_argument("--key-id", required=True)
     p.add_argument("--request-id", help="default: a random one")

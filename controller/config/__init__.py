@@ -9,13 +9,17 @@ check `check-config` and `run` share (with the drivers and the warnings).
 Paths in the file are relative to the file's directory. When a file is loaded with
 ``load_config`` the files it references (password, token, PIN, TLS files) must exist and be
 readable by the current user; models built in code (the demo, tests) skip that check.
+``check_config`` (for `check-config` and `run`) also reads each one with the code the table
+reads it with and refuses a secret others may read (``files.py``).
 
     issues.py   ConfigIssue, ConfigError, KeyedValueError, EXIT_CONFIG_ERROR
     fields.py   field types and their validators
     models.py   the sections and Config
     load.py     parse_config, load_config: TOML in, models or every issue out
     summary.py  a config in a few lines for a person
-    check.py    check_config: errors (drivers included) and warnings, for check-config and run
+    files.py    every file the config names: read by its run-time reader, its mode checked
+    check.py    check_config: errors (drivers, files included) and warnings, for check-config
+                and run
 """
 
 from controller.config.issues import (

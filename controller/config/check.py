@@ -2,19 +2,20 @@
 
 Errors stop `run` (exit 78) and fail `check-config`: TOML syntax, unknown keys, wrong types and
 values, cross-field rules, unknown drivers (asked of ``drivers/registry.py``) and device
-sections their driver refuses. A device section is also built on its own, so a driver's refusal
-is reported beside errors elsewhere in the file instead of after they are fixed.
+sections their driver refuses, and every file the config names (``files.py``): missing,
+unreadable, refused by the code that reads it at run time, or too permissive (a secret
+readable by everyone or writable by others than its owner). A device section is also built on
+its own, so a driver's refusal is reported beside errors elsewhere in the file instead of
+after they are fixed.
 
 Warnings do not stop anything but say what an operator should know: a ``[paytables]`` section
-left out (the defaults used are named), a serial port that does not exist yet, a secret file
-readable by group or others, a void PIN shorter than 6 digits, a supervisor token shorter than
-32 characters.
+left out (the defaults used are named), a serial port that does not exist yet, a void PIN
+shorter than 6 digits, a supervisor token shorter than 32 characters.
 """
 
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -24,6 +25,7 @@ from typing import Any, Final, TextIO, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from controller.config.files import file_issues
 from controller.config.issues import ConfigError, ConfigIssue
 from controller.config.load import parse_config
 from controller.config.models import (
@@ -31,7 +33,6 @@ from controller.config.models import (
     Config,
     DeviceConfig,
     DisplayConfig,
-    MqttConfig,
     PaytablesConfig,
     SerialDevice,
 )
@@ -82,6 +83,7 @@ def check_config(path: str | os.PathLike[str]) -> CheckResult:
             build_device(name, dev)
         except (TypeError, ValueError) as exc:
             errors.append(ConfigIssue(file, f"devices.{name}", str(exc)))
+    errors.extend(file_issues(file, data, base))
     warnings = list(_warnings(file, data, context, devices))
     errors = list(dict.fromkeys(errors))  # the same issue from both passes, once
     return CheckResult(None if errors else config, errors, warnings)
@@ -132,34 +134,22 @@ def _warnings(
                 f"devices.{name}.port",
                 f"{dev.port} does not exist (yet): the driver keeps retrying until it appears",
             )
-    mqtt = _section(MqttConfig, data.get("mqtt"), context) if "mqtt" in data else None
     display = _section(DisplayConfig, data.get("display"), context)
-    secrets: list[tuple[str, Path | None]] = []
-    if mqtt is not None:
-        secrets.append(("mqtt.password_file", mqtt.password_file))
-        if mqtt.tls is not None:
-            secrets.append(("mqtt.tls.key_file", mqtt.tls.key_file))
     if display is not None:
-        secrets.append(("display.supervisor_token_file", display.supervisor_token_file))
-        secrets.append(("display.void_pin_file", display.void_pin_file))
-    for key, secret in secrets:
-        if secret is not None:
-            yield from _secret_warnings(file, key, secret)
+        if display.void_pin_file is not None:
+            yield from _secret_warnings(file, "display.void_pin_file", display.void_pin_file)
+        if display.supervisor_token_file is not None:
+            key, path = "display.supervisor_token_file", display.supervisor_token_file
+            yield from _secret_warnings(file, key, path)
 
 
 def _secret_warnings(file: str, key: str, path: Path) -> Iterable[ConfigIssue]:
+    """A void PIN or supervisor token that works but is weak (its file's mode and whether it
+    can be read at all are errors: files.py)."""
     try:
-        mode = path.stat().st_mode
         value = path.read_text(encoding="utf-8").rstrip("\r\n")
     except (OSError, UnicodeDecodeError):
-        return  # a missing or unreadable file is an error of the config's own checks
-    if mode & (stat.S_IRGRP | stat.S_IROTH | stat.S_IWGRP | stat.S_IWOTH):
-        yield ConfigIssue(
-            file,
-            key,
-            f"{path} is readable by others (mode {stat.S_IMODE(mode):04o}): "
-            f"expected 0600 or 0400, owned by the service's user",
-        )
+        return
     if key == "display.void_pin_file" and (len(value) < MIN_PIN_DIGITS or not value.isdigit()):
         yield ConfigIssue(
             file,

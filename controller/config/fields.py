@@ -162,12 +162,17 @@ def file_problem(path: Path) -> str | None:
 
 
 def read_secret(path: Path) -> str:
+    """A secret file's text without its trailing newline; ConfigError when it cannot be read,
+    is not UTF-8 or is empty."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise ConfigError(
             [ConfigIssue(str(path), "(file)", f"cannot read: {exc.strerror}")]
         ) from None
+    except UnicodeDecodeError as exc:
+        message = f"expected UTF-8 text: byte {exc.start} is not UTF-8"
+        raise ConfigError([ConfigIssue(str(path), "(file)", message)]) from None
     secret = text.rstrip("\r\n")
     if not secret:
         raise ConfigError([ConfigIssue(str(path), "(file)", "the file is empty")])

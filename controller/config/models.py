@@ -290,8 +290,8 @@ class MqttConfig(_Model):
     reconnect: ReconnectConfig = Field(default_factory=ReconnectConfig)
     command_keys_file: ReadableFile | None = Field(
         default=None,
-        description="keys of signed commands, 'key_id secret_hex' a line; set: commands must "
-        "be signed (docs/mqtt.md)",
+        description="keys of signed commands, 'key_id hmac-sha256 secret_hex' or 'key_id "
+        "ed25519 public_key_hex' a line; set: commands must be signed (docs/mqtt.md)",
     )
     command_window: float = Field(
         default=60.0, ge=5, le=3600, description="seconds a signed command's issued_at may be off"

@@ -185,7 +185,7 @@ async def monitor(
     context = None
     if args.ca_file or args.cert_file:  # the publisher's TLS rules: verify, TLS 1.2 or newer
         tls = TlsConfig(ca_file=args.ca_file, cert_file=args.cert_file, key_file=args.key_file)
-        context = tls_context(tls)
+        context = tls_context(tls, passphrase=None)  # a person at a terminal may type it
     password = None
     if args.password_file:
         password = Path(args.password_file).read_text(encoding="utf-8").rstrip("\r\n")

@@ -9,8 +9,9 @@ saying why: no signature, an unknown key, ``issued_at`` outside the window, a re
 seen (journaled commands count, so replays are refused across restarts), a wrong signature.
 Read-only commands (``status_request``) may stay unsigned (``unsigned_read_only``).
 
-A casino that prefers public keys lists ``key_id ed25519 <public key hex>``: the table then holds
-no secret of that integration, and ``signature`` is the hex Ed25519 signature of the same bytes
+The keys file names each key's type (``read_keys``): ``key_id hmac-sha256 <secret hex>``, or, for
+a casino that prefers public keys, ``key_id ed25519 <public key hex>``: the table then holds no
+secret of that integration, and ``signature`` is the hex Ed25519 signature of the same bytes
 (the ``cryptography`` package's implementation, imported only when such a key is configured).
 """
 
@@ -71,36 +72,81 @@ def sign(
     return signed
 
 
-def read_keys(path: str | Path) -> dict[str, bytes | Ed25519PublicKey]:
-    """A keys file, one key a line (``#`` comments): ``key_id secret_hex`` (HMAC-SHA256, at least
-    32 bytes) or ``key_id ed25519 public_key_hex`` (32 bytes)."""
-    keys: dict[str, bytes | Ed25519PublicKey] = {}
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        text = line.split("#", 1)[0].strip()
-        if not text:
-            continue
-        fields = text.split()
-        try:
-            if len(fields) == 3 and fields[1] == "ed25519":
-                key_id, public = fields[0], bytes.fromhex(fields[2])
-                if len(public) != 32:
-                    raise ValueError
-                from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-                    Ed25519PublicKey,
-                )
+#: The key types a keys file line may name, and what each one's hex holds.
+KEY_TYPES = {
+    "hmac-sha256": "a shared HMAC-SHA256 secret, at least 32 bytes",
+    "ed25519": "an Ed25519 public key, 32 bytes",
+}
+KEY_LINE = "'key_id hmac-sha256 <secret hex>' or 'key_id ed25519 <public key hex>'"
+MIN_SECRET_BYTES = 32
 
-                keys[key_id] = Ed25519PublicKey.from_public_bytes(public)
-                continue
-            key_id, secret = fields
-            key = bytes.fromhex(secret)
+
+def read_keys(path: str | Path) -> dict[str, bytes | Ed25519PublicKey]:
+    """A keys file, one key a line (``#`` comments), each naming its type:
+    ``key_id hmac-sha256 <secret hex>`` (at least 32 bytes) or ``key_id ed25519 <public key
+    hex>`` (32 bytes). ValueError names the file and the line and says what was expected; it
+    never repeats a line's hex, which may be a secret.
+
+    The old untyped line ``key_id <hex>`` is refused: taken as an HMAC secret, an Ed25519 public
+    key written so would let anyone who holds that public key sign commands.
+    """
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: expected UTF-8 text: byte {exc.start} is not UTF-8") from None
+    keys: dict[str, bytes | Ed25519PublicKey] = {}
+    lines: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        where = f"{path}:{number}"
+        if len(fields) == 2:
+            key_id = fields[0]
+            raise ValueError(
+                f"{where}: the key {key_id!r} does not say its type (expected every line to "
+                f"name it): write '{key_id} hmac-sha256 <the same hex>' if the hex is a shared "
+                f"HMAC-SHA256 secret, or '{key_id} ed25519 <the same hex>' if it is an Ed25519 "
+                "public key; read as a secret, a public key would let anyone who holds it sign "
+                "commands"
+            )
+        if len(fields) != 3:
+            raise ValueError(f"{where}: expected {KEY_LINE}, got {len(fields)} fields")
+        key_id, kind, value = fields
+        if kind not in KEY_TYPES:
+            raise ValueError(
+                f"{where}: unknown key type {kind[:32]!r}: expected 'hmac-sha256' or 'ed25519' "
+                f"({KEY_LINE})"
+            )
+        if key_id in lines:
+            raise ValueError(
+                f"{where}: the key id {key_id!r} is already on line {lines[key_id]}: expected "
+                "each key id once"
+            )
+        try:
+            raw = bytes.fromhex(value)
         except ValueError:
             raise ValueError(
-                f"{path}:{number}: expected 'key_id secret_hex' or 'key_id ed25519 "
-                "public_key_hex' (32 bytes)"
+                f"{where}: the {kind} key {key_id!r} is not hex digits: expected "
+                f"{KEY_TYPES[kind]} as hex"
             ) from None
-        if len(key) < 32:
-            raise ValueError(f"{path}:{number}: the key {key_id!r} is shorter than 32 bytes")
-        keys[key_id] = key
+        if kind == "ed25519":
+            if len(raw) != 32:
+                raise ValueError(
+                    f"{where}: the ed25519 key {key_id!r} has {len(raw)} bytes: expected 32 "
+                    "(64 hex digits, the raw public key)"
+                )
+            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+            keys[key_id] = Ed25519PublicKey.from_public_bytes(raw)
+        else:
+            if len(raw) < MIN_SECRET_BYTES:
+                raise ValueError(
+                    f"{where}: the hmac-sha256 key {key_id!r} has {len(raw)} bytes: expected at "
+                    f"least {MIN_SECRET_BYTES} (e.g. `openssl rand -hex 32`)"
+                )
+            keys[key_id] = raw
+        lines[key_id] = number
     return keys
 
 

@@ -396,7 +396,7 @@ def test_check_config_warns_of_what_an_operator_should_know(tmp_path: Path) -> N
     token.write_text("short-token\n")
     key.write_text("secret\n")
     for f in (pin, token, key):
-        f.chmod(0o644)
+        f.chmod(0o600)
     text = (
         CHECKED.replace('[paytables]\nchan_chu = "PT3"\njacks_beat = "B"\n', "")
         + '\n[devices.rng]\ndriver = "reference_rng"\nrole = "position"\ntransport = "serial"\n'
@@ -412,10 +412,16 @@ def test_check_config_warns_of_what_an_operator_should_know(tmp_path: Path) -> N
         in said
     )
     assert "devices.rng.port: warning:" in said and "does not exist" in said
-    for secret in ("mqtt.password_file", "display.void_pin_file", "display.supervisor_token_file"):
-        assert f"{secret}: warning: " in said and "readable by others (mode 0644)" in said
     assert "shorter than 6 digits" in said
     assert "the supervisor token has 11 characters: expected at least 32" in said
+    # A secret others may read is an error, no longer a warning (tests/config/test_files.py).
+    for f in (pin, token, key):
+        f.chmod(0o644)
+    code, errors, _ = _check(tmp_path, text)
+    assert code == 1
+    for secret in ("mqtt.password_file", "display.void_pin_file", "display.supervisor_token_file"):
+        expected = "(mode 0644): expected mode 0640 or stricter"
+        assert any(f": {secret}: " in e and expected in e for e in errors)
     for f in (pin, token, key):
         f.chmod(0o600)
     pin.write_text("730519\n")

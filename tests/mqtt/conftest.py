@@ -292,6 +292,7 @@ async def gated(tmp_path: Path) -> AsyncIterator[Gate]:
     gate = Gate(broker, directory)
     broker.options.append(f"password_file {gate.passwords}")
     gate.table_password_file.write_text(gate.table_password + "\n")
+    gate.table_password_file.chmod(0o600)  # `run` refuses a secret others may read
     gate.write(table_allowed=True)
     await broker.start()
     yield gate

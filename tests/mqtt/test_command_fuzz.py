@@ -290,7 +290,7 @@ async def test_non_ascii_signatures_among_legitimate_commands_end_no_session(
     broker: Mosquitto, tmp_path: Path
 ) -> None:
     keys = tmp_path / "command-keys"
-    keys.write_text(f"cms-1 {HMAC_KEY.hex()}\n")
+    keys.write_text(f"cms-1 hmac-sha256 {HMAC_KEY.hex()}\n")
     keys.chmod(0o600)
     extra = mqtt_section(broker, f'command_keys_file = "{keys}"')
     workdir = tmp_path / "table"

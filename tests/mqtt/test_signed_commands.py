@@ -45,7 +45,7 @@ def test_the_documented_test_vector() -> None:
 
 def _keys(tmp_path: Path) -> Path:
     path = tmp_path / "command-keys"
-    path.write_text(f"# the casino system\ncms-1 {KEY.hex()}\n")
+    path.write_text(f"# the casino system\ncms-1 hmac-sha256 {KEY.hex()}\n")
     path.chmod(0o600)
     return path
 
@@ -232,7 +232,7 @@ async def test_ed25519_signed_commands_with_keys_made_by_openssl(
     pem, public = _openssl_ed25519(tmp_path, "cms")
     other_pem, _ = _openssl_ed25519(tmp_path, "mallory")
     keys = tmp_path / "command-keys"
-    keys.write_text(f"cms-ed ed25519 {public}\ncms-1 {KEY.hex()}\n")
+    keys.write_text(f"cms-ed ed25519 {public}\ncms-1 hmac-sha256 {KEY.hex()}\n")
     keys.chmod(0o600)
     extra = mqtt_section(broker, f'command_keys_file = "{keys}"')
 
