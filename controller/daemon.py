@@ -29,6 +29,7 @@ from controller.config import Config, ConfigError, ConfigIssue
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
 from controller.journal import Journal, OutboxMessage, VoidedRound
 from controller.journal.checkpoints import read_hex_key, sign_checkpoint
+from controller.journal.reserve import Reserve
 from controller.logging import bind_round, unbind_round
 from controller.messages import (
     AlarmPayload,
@@ -90,6 +91,8 @@ DEALER_KEY = "dealer_signed_in"
 CHAIN_VERIFIED_KEY = "chain_verified"
 #: While in fault, how often a changed count of lost events is re-announced (status, page).
 FAULT_STATUS_S = 5.0
+#: Free space the reserve must leave when it is made again (as much as a start needs).
+START_MARGIN = 4 * 2**20
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -170,6 +173,13 @@ class Daemon:
         self._disk_checked: datetime | None = None
         self._disk_low = False
         self._fault_announced: tuple[datetime, int] | None = None
+        # Space released to record a full disk (docs/faults.md); made again once there is room.
+        self.reserve = (
+            None
+            if self.journal.path == ":memory:"
+            else Reserve(self.config.journal.reserve_path, self.config.journal.reserve_mb * 2**20)
+        )
+        self._fault_on_file = False  # this fault's record is journaled: its deals go there too
         self._healthy = True
         self._software_rngs = [d for d in self.devices if isinstance(d, SoftwareRng)]
         # The dealer's occupied seats survive a restart (an empty seat must not be paid again).
@@ -196,6 +206,27 @@ class Daemon:
                 raise ConfigError(
                     [ConfigIssue(str(key_file), "mqtt.checkpoint_key_file", str(exc))]
                 ) from None
+        self._resume_fault()
+
+    def _resume_fault(self) -> None:
+        """A fault the journal recorded but never saw end (a kill or a power cut during it):
+        the table starts in it, with the deals seen meanwhile, and ends it as any fault, voiding
+        them (its alarm is among the latched ones already)."""
+        unfinished = self.journal.unfinished_fault()
+        if unfinished is None:
+            return
+        since, detail, deals = unfinished
+        effects = self.table.enter_fault(f"{detail} (before the restart)", since)
+        for effect in effects:  # its alarm was journaled when it began
+            if isinstance(effect, AlarmRaised):
+                self.table.latched.pop(effect.payload.alarm_id, None)
+        fault = self.table.fault
+        if fault is not None:
+            fault.deals.extend(deals)
+            fault.events_lost += len(deals)
+            fault.by_kind["deal_seen_in_fault"] += len(deals)
+        self._fault_on_file = True
+        log.warning("journal_fault_resumed", since=iso(since), deals=len(deals))
 
     def _latched_alarms(self) -> list[AlarmPayload]:
         """The latched alarms the journal kept. One it cannot read stays latched as what it is
@@ -371,8 +402,10 @@ class Daemon:
 
     @property
     def healthy(self) -> bool:
-        """False while the journal refuses writes: the watchdog is withheld (docs/faults.md)."""
-        return self._healthy and self.table.fault is None
+        """False while the consumer fails on a bug: the watchdog is withheld. A table in fault
+        (the journal refuses writes) is alive and says so on every path: a restart would only
+        find the same disk (docs/faults.md)."""
+        return self._healthy
 
     async def _consume(self) -> None:
         while True:
@@ -437,7 +470,6 @@ class Daemon:
         effects = self.table.enter_fault(detail, self.clock())
         if isinstance(event, JournalRecovered):
             return  # a failed probe: still in fault, nothing new to say
-        self.table.lost(event)
         if first:
             log.critical(
                 "journal_write_failed",
@@ -446,16 +478,96 @@ class Daemon:
                 hint="the table shows TABLE FAULT and settles nothing until the journal works",
             )
             self._fault_announced = (self.clock(), 0)
+            self._record_fault(detail, effects)
+        self._lost(event)
         self._refuse(item, detail)
         self._deliver(item, effects)
+
+    def _record_fault(self, detail: str, effects: list[Effect]) -> None:
+        """The fault on file at once, whatever happens next (a kill, a power cut, a restart on
+        a disk still full): the reserve is released and the fault, its latched alarm and the
+        disk's state are journaled with the space it gave (docs/faults.md)."""
+        freed = self.reserve.release() if self.reserve is not None else 0
+        fault = self.table.fault
+        free_mb = self._free_mb()
+        try:
+            with self.journal.transaction() as tx:
+                tx.record_event(
+                    "journal_fault_began",
+                    {
+                        "since": iso(fault.since if fault else self.clock(), "microseconds"),
+                        "detail": detail,
+                        "reserve_released": freed,
+                        "free_mb": free_mb,
+                    },
+                )
+                for effect in effects:
+                    if isinstance(effect, AlarmRaised):
+                        tx.record_event("alarm", effect.payload, effect.payload.round_id)
+                        if self.publishing:
+                            tx.enqueue(
+                                self.topic(effect.payload.TOPIC), self._builder(effect.payload)
+                            )
+                tx.remember(
+                    LATCHED_KEY, [a.model_dump(mode="json") for a in self.table.latched.values()]
+                )
+                threshold = self.config.journal.min_free_mb
+                if free_mb is not None and free_mb < threshold and not self._disk_low:
+                    self._disk_low = True  # disk_space_ok is said when the space is back
+                    tx.record_event(
+                        "disk_space", {"free_mb": free_mb, "threshold_mb": threshold, "low": True}
+                    )
+        except Exception as exc:  # nothing freed (an I/O error, SQLite's own limit): say so
+            log.error("journal_fault_not_recorded", error=describe_failure(exc), freed=freed)
+            return
+        self._fault_on_file = True
+        self.outbox_changed.set()
+        log.warning("journal_fault_recorded", reserve_released=freed, free_mb=free_mb)
+
+    def _lost(self, event: TableEvent) -> None:
+        """An event the fault kept from the table; a deal seen on the line is put on file at
+        once when the fault's record could be (so a kill or a restart loses no deal)."""
+        fault = self.table.fault
+        before = len(fault.deals) if fault is not None else 0
+        self.table.lost(event)
+        if fault is None or not self._fault_on_file or len(fault.deals) == before:
+            return
+        try:
+            with self.journal.transaction() as tx:
+                tx.record_event(
+                    "deal_seen_in_fault",
+                    {"shuffle_id": fault.deals[-1], "seen_at": iso(self.clock(), "microseconds")},
+                )
+        except Exception as exc:
+            log.error("deal_not_recorded_in_fault", error=describe_failure(exc))
+
+    def _free_mb(self) -> int | None:
+        if self.journal.path == ":memory:":
+            return None
+        try:
+            return int(shutil.disk_usage(self.journal.path).free // 2**20)
+        except OSError:
+            return None
+
+    def _room_to_recover(self) -> bool:
+        """After a full disk, the table deals again only once the reserve can be made again
+        (so the next full disk is recorded too); other faults probe at once."""
+        reserve = self.reserve
+        if reserve is None or reserve.held >= reserve.size:
+            return True
+        free = self._free_mb()
+        if free is not None and free * 2**20 < reserve.size - reserve.held + START_MARGIN:
+            return False
+        return reserve.ensure()
 
     def _handle_in_fault(
         self, item: TableEvent | _CommandItem, event: TableEvent, now: datetime
     ) -> None:
         if isinstance(event, Tick):
-            if self._apply(item, JournalRecovered(now)):
+            if self._room_to_recover() and self._apply(item, JournalRecovered(now)):
                 log.warning("journal_recovered", table_id=self.config.table.id)
                 self._fault_announced = None
+                self._fault_on_file = False
             else:
                 self._announce_fault(now)
             return
@@ -472,7 +584,7 @@ class Daemon:
                 ],
             )
             return
-        self.table.lost(event)
+        self._lost(event)
         fault = self.table.fault
         self._refuse(item, fault.detail if fault is not None else "")
 

@@ -23,6 +23,7 @@ from controller.daemon import Daemon
 from controller.devices import build_devices
 from controller.journal import Journal, JournalError
 from controller.journal.maintenance import check_journal
+from controller.journal.reserve import Reserve
 from controller.logging import bind_table, configure_logging
 from controller.ports import Service
 from controller.services import PoleService
@@ -152,7 +153,14 @@ async def run_from_config(
         log.warning("software_unverified", detail=software.summary())
     devices, sinks = build_devices(config, path)
     journal_path = str(config.journal.path)
-    if (free := _free_bytes(journal_path)) is not None and free < START_MIN_FREE:
+    free = _free_bytes(journal_path)
+    if free is not None and free < START_MIN_FREE:
+        # A full disk at start: the space kept for this records it (docs/faults.md).
+        released = Reserve(config.journal.reserve_path, 0).release()
+        if released:
+            log.warning("journal_reserve_released", at="start", freed=released)
+            free = _free_bytes(journal_path)
+    if free is not None and free < START_MIN_FREE:
         print(
             f"journal {journal_path} cannot be written: its disk is full ({free // 1024} KB "
             "free); the table will not start (free space on its disk, then start again)",
@@ -176,6 +184,11 @@ async def run_from_config(
         # (status 73) instead of starting only to tilt and be restarted by the watchdog.
         with journal.transaction() as tx:
             tx.remember("started_at", tx.now)
+        # The space to record the next full disk, while the disk has room for it.
+        reserve = Reserve(config.journal.reserve_path, config.journal.reserve_mb * 2**20)
+        room = _free_bytes(journal_path)
+        if room is not None and room - max(0, reserve.size - reserve.held) >= START_MIN_FREE:
+            reserve.ensure()
         services = [
             *default_services(config, sinks),
             *(extra_services(config) if extra_services else ()),

@@ -447,6 +447,13 @@ class JournalConfig(_Model):
         le=1_000_000,
         description="alarm when the journal's filesystem has less free space than this (MB)",
     )
+    reserve_mb: int = Field(
+        default=16,
+        ge=0,
+        le=1024,
+        description="space kept on the journal's filesystem (a file beside it) and released to "
+        "record a full disk: the fault and every deal seen during it reach the journal; 0: none",
+    )
     retention_days: int = Field(
         default=90,
         ge=0,
@@ -461,6 +468,10 @@ class JournalConfig(_Model):
     @property
     def archive_directory(self) -> Path:
         return self.archive_dir or Path(self.path).parent / "archive"
+
+    @property
+    def reserve_path(self) -> Path:
+        return Path(f"{self.path}.reserve")
 
 
 class LimitsConfig(_Model):

@@ -857,6 +857,34 @@ class Journal:
             ).fetchone()
         return _NOTHING if row is None else json.loads(row[0]).get("value")
 
+    def unfinished_fault(self) -> tuple[datetime, str, list[str]] | None:
+        """The last ``journal_fault_began`` with no ``journal_fault`` (its end) after it: when it
+        began, why, and the shuffle ids of the deals seen during it (docs/faults.md)."""
+        with self._lock:
+            conn = self._connection
+            began = conn.execute(
+                "SELECT id, payload FROM events WHERE kind = 'journal_fault_began' "
+                "ORDER BY id DESC LIMIT 1"
+            ).fetchone()
+            if began is None:
+                return None
+            ended = conn.execute(
+                "SELECT 1 FROM events WHERE kind = 'journal_fault' AND id > ? LIMIT 1", (began[0],)
+            ).fetchone()
+            if ended is not None:
+                return None
+            deals = [
+                str(json.loads(p).get("shuffle_id", ""))
+                for (p,) in conn.execute(
+                    "SELECT payload FROM events WHERE kind = 'deal_seen_in_fault' AND id > ? "
+                    "ORDER BY id",
+                    (began[0],),
+                )
+            ]
+        record = json.loads(began[1])
+        since = datetime.fromisoformat(str(record.get("since")))
+        return since, str(record.get("detail", "")), deals
+
     def kept_state_edited(self) -> list[str]:
         """Kept state whose ``meta`` copy differs from its last chained record: ``meta`` was
         edited outside the table (the table goes by the chained record)."""
