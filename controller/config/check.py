@@ -10,11 +10,14 @@ after they are fixed.
 
 Warnings do not stop anything but say what an operator should know: a ``[paytables]`` section
 left out (the defaults used are named), a serial port that does not exist yet, a void PIN
-shorter than 6 digits, a supervisor token shorter than 32 characters.
+shorter than 6 digits, a supervisor token shorter than 32 characters, voids, acknowledgements
+and corrections attributed to a typed name under the shared void PIN (no supervisors file), a
+void PIN a supervisors file leaves unused.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 import tomllib
@@ -26,7 +29,7 @@ from typing import Any, Final, TextIO, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from controller.config.files import file_issues
-from controller.config.issues import ConfigError, ConfigIssue
+from controller.config.issues import ConfigError, ConfigIssue, choices
 from controller.config.load import parse_config
 from controller.config.models import (
     AnyDevice,
@@ -84,9 +87,36 @@ def check_config(path: str | os.PathLike[str]) -> CheckResult:
         except (TypeError, ValueError) as exc:
             errors.append(ConfigIssue(file, f"devices.{name}", str(exc)))
     errors.extend(file_issues(file, data, base))
+    # A driver the model refused too (it does only when the rest of its section is valid) is
+    # told once, where the model told it, by the pass that says what was meant.
+    drivers_told = {i.key: i for i in _driver_issues(file, data, drivers)}
+    errors = [drivers_told.pop(i.key) if i.key in drivers_told else i for i in errors]
+    errors.extend(drivers_told.values())
     warnings = list(_warnings(file, data, context, devices))
     errors = list(dict.fromkeys(errors))  # the same issue from both passes, once
     return CheckResult(None if errors else config, errors, warnings)
+
+
+def _driver_issues(
+    file: str, data: Mapping[str, Any], drivers: Mapping[str, object]
+) -> Iterable[ConfigIssue]:
+    """Every device's driver name, checked on its own: the section's model checks it only
+    when the rest of the section is valid, so a misspelt driver beside a misspelt key was
+    hidden until the key was fixed."""
+    raw = data.get("devices")
+    if not isinstance(raw, Mapping):
+        return
+    for name, section in raw.items():
+        driver = section.get("driver") if isinstance(section, Mapping) else None
+        if not isinstance(driver, str) or driver in drivers:
+            continue
+        close = difflib.get_close_matches(driver, sorted(drivers), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        yield ConfigIssue(
+            file,
+            f"devices.{name}.driver",
+            f"unknown driver {driver!r}{hint}: expected one of {choices(sorted(drivers))}",
+        )
 
 
 def _section(model: type[M], raw: object, context: Mapping[str, object]) -> M | None:
@@ -141,6 +171,31 @@ def _warnings(
         if display.supervisor_token_file is not None:
             key, path = "display.supervisor_token_file", display.supervisor_token_file
             yield from _secret_warnings(file, key, path)
+        yield from _supervisor_warnings(file, display)
+
+
+def _supervisor_warnings(file: str, display: DisplayConfig) -> Iterable[ConfigIssue]:
+    """Whom the display names for a void, an acknowledgement or a correction (docs/audit.md):
+    a badge checked against the supervisors file, or, without one, a name typed under the one
+    shared void PIN."""
+    if not display.enabled:
+        return
+    if display.supervisors_file is None and display.void_pin_file is not None:
+        yield ConfigIssue(
+            file,
+            "display.supervisors_file",
+            "not set: voids, acknowledgements and corrections at the display are allowed by the "
+            "one shared void PIN and attributed to a name typed beside it, which nobody checks; "
+            "expected a supervisors file ('BADGE pbkdf2_sha256$…' a line, made by 'paigow-table "
+            "supervisor-pin BADGE') so that each is attributed to a supervisor's badge",
+        )
+    elif display.supervisors_file is not None and display.void_pin_file is not None:
+        yield ConfigIssue(
+            file,
+            "display.void_pin_file",
+            "not used: with supervisors_file a void, an acknowledgement or a correction needs a "
+            "supervisor's badge and PIN, never the shared PIN; remove void_pin_file",
+        )
 
 
 def _secret_warnings(file: str, key: str, path: Path) -> Iterable[ConfigIssue]:

@@ -365,6 +365,23 @@ def test_check_config_knows_the_drivers_run_knows(tmp_path: Path) -> None:
     assert "'reference_shuffler'" in error and "'esc_pos_pole'" in error
 
 
+def test_a_misspelt_driver_is_told_beside_a_misspelt_key_with_what_was_meant(
+    tmp_path: Path,
+) -> None:
+    """The model checks a driver only once the rest of its section is valid: a misspelt key
+    hid the misspelt driver until the key was fixed (one run, every error)."""
+    text = CHECKED.replace("reference_shuffler", "reference_shufler").replace("host =", "hots =")
+    code, errors, _ = _check(tmp_path, text)
+    assert code == 1
+    said = "\n".join(errors)
+    assert "devices.shuffler.hots: unknown key (did you mean 'host'?)" in said
+    assert (
+        "devices.shuffler.driver: unknown driver 'reference_shufler' "
+        "(did you mean 'reference_shuffler'?)" in said
+    )
+    assert sum("unknown driver" in e for e in errors) == 1  # once, not also without the hint
+
+
 def test_check_config_checks_a_pole_display_s_driver(tmp_path: Path) -> None:
     pole = (
         '\n[devices.pole]\ndriver = "{}"\nrole = "pole"\ntransport = "serial"\nport = "/dev/null"\n'
