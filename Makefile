@@ -34,10 +34,13 @@ package: deb-tools
 wheel: deb-tools
 	packaging/build-package --wheel-only dist
 
-# python3-venv: for .venv, and for the .deb's venv made by Debian's python3 (tests/packaging too).
+# python3-venv: for .venv, and for the .deb's venv made by Debian's python3 (tests/packaging too);
+# binutils: strip; lintian: the package's own check (tests/packaging/test_deb.py).
 deb-tools:
-	dpkg-query -W -f '$${Status}' python3-venv 2>/dev/null | grep -q 'ok installed' \
-	  || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3 python3-venv)
+	for p in python3-venv binutils lintian; do \
+	  dpkg-query -W -f '$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	[ -z "$$missing" ] || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 $$missing)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

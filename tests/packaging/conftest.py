@@ -42,12 +42,18 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 
-def run(args: list[str | Path], cwd: Path, timeout: float = 120) -> str:
+#: Who builds the release: the control file's Maintainer and the changelog's signer.
+RELEASE_MAINTAINER = "Table Games IT <tablegames-it@casino.example.com>"
+
+
+def run(
+    args: list[str | Path], cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
+) -> str:
     """Run a command; its output is the failure message when it fails."""
     done = subprocess.run(
         [str(a) for a in args],
         cwd=cwd,
-        env=clean_env(),
+        env={**clean_env(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -79,7 +85,12 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         if path.is_file() or path.is_symlink():  # a tracked file deleted in the tree is not copied
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, source / name, follow_symlinks=False)
-    run(["make", "-C", source, "package"], cwd=source, timeout=BUILD_TIMEOUT_S)
+    run(
+        ["make", "-C", source, "package"],
+        cwd=source,
+        timeout=BUILD_TIMEOUT_S,
+        env={"DEB_MAINTAINER": RELEASE_MAINTAINER},
+    )
     wheels = sorted((source / "dist").glob("paigow_table-*-py3-none-any.whl"))
     debs = sorted((source / "dist").glob("paigow-table_*.deb"))
     assert len(wheels) == 1 and len(debs) == 1, f"dist/ holds {wheels + debs}"
