@@ -174,6 +174,13 @@ class PlayerPayload(Payload):
         "replaces (a correction); null for the first",
     )
     dealer_id: str | None = None
+    by: str | None = Field(
+        None,
+        description="the supervisor who allowed this entry (every correction has one): a badge "
+        "checked against the supervisors file, or a name typed under the shared void PIN when "
+        "the table has no supervisors file, or as a signed command's sender gave it",
+    )
+    reason: str = Field("", description="why the setting was corrected (every correction has one)")
 
 
 class AlarmPayload(Payload):
@@ -192,6 +199,11 @@ class AlarmPayload(Payload):
         description="critical: latched until a named person acknowledges it (acknowledge_alarm); "
         "it survives restarts and stays in the status' alarms_unacknowledged",
     )
+    by: str | None = Field(
+        None,
+        description="the supervisor whose action raised it (round_voided, setting_corrected): "
+        "a badge, or a name typed under the shared void PIN",
+    )
 
 
 class AlarmAckPayload(Payload):
@@ -204,7 +216,11 @@ class AlarmAckPayload(Payload):
     code: str
     raised_at: datetime | None = None
     acknowledged_at: datetime
-    by: str = Field(description="who acknowledged it: a name or badge number")
+    by: str = Field(
+        description="who acknowledged it: the supervisor's badge, checked against the "
+        "supervisors file; without one, the name typed under the shared void PIN, or as a "
+        "signed command's sender gave it"
+    )
     channel: str = Field(description="kiosk, display, mqtt or cli")
     identity: str = Field("", description="the channel's identity: key id, address, topic")
     note: str = ""
@@ -339,8 +355,18 @@ class CloseTable(_Command):
 
 class VoidRound(_Command):
     kind: Literal["void_round"] = "void_round"
-    round_id: str | None = Field(default=None, description="defaults to the current round")
+    round_id: str | None = Field(
+        default=None,
+        description="the round to void, which must be the table's newest round; defaults to it "
+        "(a signed void_round must name it)",
+    )
     reason: str = Field(default="voided by dealer", max_length=200)
+    by: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="the supervisor who voids it: a badge (or, without a supervisors file, a name)",
+    )
 
 
 class SetSeats(_Command):
@@ -361,6 +387,12 @@ class EnterDice(_Command):
         Annotated[int, Field(ge=1, le=6)],
         Annotated[int, Field(ge=1, le=6)],
     ]
+    round_id: str | None = Field(
+        default=None,
+        description="the round being dealt that the dice are for, or null between deals (the "
+        "dice wait for the next deal); when given it must be so (a signed enter_dice must give "
+        "it)",
+    )
 
 
 class PlayerSetting(_Command):
@@ -370,7 +402,21 @@ class PlayerSetting(_Command):
     house_way: bool = Field(
         default=False, description="set the player's hand by the House Way instead"
     )
-    round_id: str | None = None
+    round_id: str | None = Field(
+        default=None,
+        description="the settled round the setting is for, which must be the table's newest "
+        "round; defaults to it (a signed player_setting must name it)",
+    )
+    by: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="the supervisor who allows it: a correction (the seat's setting entered "
+        "again) needs one, a badge (or, without a supervisors file, a name)",
+    )
+    reason: str = Field(
+        default="", max_length=200, description="why: a correction needs one (not blank)"
+    )
 
 
 class StatusRequest(_Command):
@@ -380,7 +426,12 @@ class StatusRequest(_Command):
 class AcknowledgeAlarm(_Command):
     kind: Literal["acknowledge_alarm"] = "acknowledge_alarm"
     alarm_id: str = Field(min_length=1, max_length=128)
-    by: str = Field(min_length=1, max_length=64, description="who acknowledges: name or badge")
+    by: str = Field(
+        min_length=1,
+        max_length=64,
+        description="who acknowledges: a supervisor's badge (or, without a supervisors file, a "
+        "name)",
+    )
     note: str = Field(default="", max_length=200)
 
 

@@ -115,7 +115,7 @@ def build_daemon(
     software: SoftwareCheck | None = None,
 ) -> Daemon:
     """A daemon for ``config`` that runs ``devices`` and ``services``."""
-    return Daemon(
+    daemon = Daemon(
         config,
         journal,
         devices=list(devices),
@@ -123,6 +123,9 @@ def build_daemon(
         config_digest=config_digest,
         software=software,
     )
+    limits = config.limits
+    daemon.table.limit_corrections(limits.corrections_per_round, limits.corrections_per_hour)
+    return daemon
 
 
 def config_digest(path: str | Path) -> str:

@@ -78,6 +78,8 @@ ALARMS: Final[dict[str, str]] = {
     "deck_integrity": "deck integrity",
     "device_offline": "device offline",
     "round_voided": "round voided",
+    "setting_corrected": "a player's setting corrected",
+    "correction_refused": "a correction refused (over the limit)",
     "table_fault": "TABLE FAULT: the journal cannot be written",
     "journal_fault": "the journal could not be written",
     "device_flood": "a device sent too much",

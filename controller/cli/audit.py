@@ -135,15 +135,23 @@ def cmd_software(args: argparse.Namespace) -> int:
     return 0 if check.ok else 1
 
 
-def cmd_dealer_pin(args: argparse.Namespace) -> int:
-    from controller.display.dealers import BADGE, MIN_PIN_DIGITS, hash_pin
+def cmd_badge_pin(args: argparse.Namespace) -> int:
+    """``dealer-pin`` and ``supervisor-pin``: a badges file line, the PIN read from stdin."""
+    from controller.display.dealers import (
+        BADGE,
+        MIN_PIN_DIGITS,
+        MIN_SUPERVISOR_PIN_DIGITS,
+        hash_pin,
+    )
 
+    name = args.command
+    digits = MIN_SUPERVISOR_PIN_DIGITS if name == "supervisor-pin" else MIN_PIN_DIGITS
     if not BADGE.match(args.badge):
-        print("dealer-pin: a badge is 1–32 letters, digits, '.', '_' or '-'", file=sys.stderr)
+        print(f"{name}: a badge is 1–32 letters, digits, '.', '_' or '-'", file=sys.stderr)
         return 2
     pin = sys.stdin.readline().strip()
-    if len(pin) < MIN_PIN_DIGITS or not pin.isdigit():
-        print(f"dealer-pin: the PIN must be at least {MIN_PIN_DIGITS} digits", file=sys.stderr)
+    if len(pin) < digits or not pin.isdigit():
+        print(f"{name}: the PIN must be at least {digits} digits", file=sys.stderr)
         return 2
     print(f"{args.badge} {hash_pin(pin)}", flush=True)
     return 0
@@ -157,7 +165,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "from the first line of stdin, never from the command line (docs/audit.md).",
     )
     p.add_argument("badge")
-    p.set_defaults(func=cmd_dealer_pin)
+    p.set_defaults(func=cmd_badge_pin)
+    p = sub.add_parser(
+        "supervisor-pin",
+        help="a supervisors_file line for BADGE: the PIN (6+ digits) read from stdin, stored as "
+        "a salted hash",
+        description="Print 'BADGE pbkdf2_sha256$…' for [display] supervisors_file: the "
+        "supervisors who void, acknowledge alarms and correct players' settings at the display, "
+        "each by badge and PIN. The PIN (at least 6 digits) is read from the first line of stdin, "
+        "never from the command line (docs/audit.md).",
+    )
+    p.add_argument("badge")
+    p.set_defaults(func=cmd_badge_pin)
     p = sub.add_parser(
         "authenticate",
         help="HMAC-SHA256 of every installed file, keyed by a nonce (software authentication)",

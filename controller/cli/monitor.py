@@ -30,6 +30,7 @@ def cmd_sign_command(args: argparse.Namespace) -> int:
     import uuid
 
     from controller.clock import utc_now
+    from controller.config import ConfigError
     from controller.mqtt.signing import read_keys, sign
 
     key: bytes | Ed25519PrivateKey
@@ -37,6 +38,7 @@ def cmd_sign_command(args: argparse.Namespace) -> int:
         body = json.loads(args.body)
         if not isinstance(body, dict):
             raise ValueError("the body must be a JSON object")
+        table_id = args.table_id or _config_table_id(args.config)
         if args.private_key:
             from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
             from cryptography.hazmat.primitives.serialization import load_pem_private_key
@@ -52,13 +54,25 @@ def cmd_sign_command(args: argparse.Namespace) -> int:
             key = shared
         else:
             raise ValueError("give --keys-file (HMAC) or --private-key (Ed25519 PEM)")
-    except (OSError, ValueError) as exc:
+        body.setdefault("request_id", args.request_id or uuid.uuid4().hex)
+        signed = sign(key, args.key_id, args.kind, body, utc_now(), table_id=table_id)
+    except (ConfigError, OSError, ValueError) as exc:
         print(f"sign-command: {exc}", file=sys.stderr, flush=True)
         return 2
-    body.setdefault("request_id", args.request_id or uuid.uuid4().hex)
-    signed = sign(key, args.key_id, args.kind, body, utc_now())
     print(json.dumps(signed, ensure_ascii=False, separators=(",", ":")), flush=True)
     return 0
+
+
+def _config_table_id(path: str) -> str:
+    """The ``[table] id`` of a table's config, validated as the table reads it (the files it
+    names are not opened: the signer's machine need not have them)."""
+    from controller.config import parse_config
+
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: expected UTF-8 text: byte {exc.start} is not UTF-8") from None
+    return parse_config(text, file=path, check_files=False).table.id
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -97,13 +111,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "sign-command",
         help="sign a command for <prefix>cmd/KIND (HMAC-SHA256, docs/mqtt.md)",
-        description="Print the signed JSON body of a command: its fields, key_id, issued_at "
-        "(now), a request_id and the signature. Publish it to <prefix>cmd/KIND.",
+        description="Print the signed JSON body of a command for one table: its fields, "
+        "table_id, key_id, issued_at (now), a request_id and the signature. Publish it to that "
+        "table's <prefix>cmd/KIND. void_round, player_setting and enter_dice act on a round: "
+        "the body names it (round_id).",
     )
     p.add_argument("kind", help="the command, e.g. void_round")
     p.add_argument(
-        "body", nargs="?", default="{}", help='its fields as JSON, e.g. \'{"reason": "…"}\''
+        "body",
+        nargs="?",
+        default="{}",
+        help='its fields as JSON, e.g. \'{"reason": "…", "round_id": "PG-07-01K…"}\'',
     )
+    table = p.add_mutually_exclusive_group(required=True)
+    table.add_argument("--table-id", help="the table the command is for, e.g. PG-07")
+    table.add_argument("--config", help="the table's config file: the command is for its table")
     p.add_argument(
         "--keys-file",
         help="a keys file like the table's ('KEY_ID hmac-sha256 SECRET_HEX' lines, docs/mqtt.md)",

@@ -12,6 +12,7 @@ user. Here each one is also read as the table reads it:
 - ``mqtt.command_keys_file``: ``controller.mqtt.signing.read_keys`` (every key's type named);
 - ``mqtt.checkpoint_key_file``: ``controller.journal.checkpoints.read_hex_key``;
 - ``display.dealers_file``: ``controller.display.dealers.read_dealers``;
+- ``display.supervisors_file``: ``controller.display.dealers.read_supervisors``;
 - ``mqtt.tls``: ``controller.mqtt.wire.tls_context``, for the CA, then the certificate and key.
 
 A secret (every file but the CA and the client certificate) readable or writable by others than
@@ -62,6 +63,12 @@ def _dealers(path: Path) -> None:
     read_dealers(path)
 
 
+def _supervisors(path: Path) -> None:
+    from controller.display.dealers import read_supervisors
+
+    read_supervisors(path)
+
+
 @dataclass(frozen=True)
 class FileSetting:
     """A key naming a file: its section, whether it holds a secret, the reader the table uses
@@ -106,6 +113,13 @@ SETTINGS: Final[tuple[FileSetting, ...]] = (
         True,
         _dealers,
         "'BADGE pbkdf2_sha256$…' a line",
+    ),
+    FileSetting(
+        ("display",),
+        "supervisors_file",
+        True,
+        _supervisors,
+        "'BADGE pbkdf2_sha256$…' a line (paigow-table supervisor-pin BADGE)",
     ),
 )
 

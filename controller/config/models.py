@@ -392,6 +392,13 @@ class DisplayConfig(_Model):
         description="badges and PIN hashes of the dealers who may sign in at the kiosk "
         "('paigow-table dealer-pin BADGE' makes a line)",
     )
+    supervisors_file: ReadableFile | None = Field(
+        default=None,
+        description="badges and PIN hashes of the supervisors who may void a round, acknowledge "
+        "an alarm or correct a player's setting at the display, each named by badge "
+        "('paigow-table supervisor-pin BADGE' makes a line); without it the shared void PIN "
+        "does, under a typed name",
+    )
     remote_dealer_input: bool = Field(
         default=False,
         description="accept dealer input (dice, seats, settings, void) from other hosts",
@@ -502,6 +509,20 @@ class LimitsConfig(_Model):
         le=60_000,
         description="MQTT commands the table takes a minute; beyond it they are refused (one "
         "journal record and alarm per minute), never dropped silently",
+    )
+    corrections_per_round: int = Field(
+        default=2,
+        ge=0,
+        le=100,
+        description="corrections of players' settings a round may have (each needs a supervisor "
+        "and a reason and raises an alarm); more are refused; 0: none",
+    )
+    corrections_per_hour: int = Field(
+        default=6,
+        ge=0,
+        le=1000,
+        description="corrections of players' settings the table takes in any hour; more are "
+        "refused; 0: none",
     )
 
 

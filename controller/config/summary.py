@@ -48,11 +48,24 @@ def summary(config: Config) -> list[str]:
     else:
         lines.append("mqtt: off")
     d = config.display
+    supervisors = (
+        "supervisors by badge"
+        if d.supervisors_file
+        else "supervisors by the shared void PIN and a typed name"
+        if d.void_pin_file
+        else "no void, acknowledgement or correction at the display"
+    )
     lines.append(
         f"display: http://{d.host}:{d.port}/ "
-        + ("(supervisor token set)" if d.supervisor_token_file else "(no supervisor token)")
+        + ("(supervisor token set" if d.supervisor_token_file else "(no supervisor token")
+        + f"; {supervisors})"
         if d.enabled
         else "display: off"
+    )
+    limits = config.limits
+    lines.append(
+        f"corrections of players' settings: at most {limits.corrections_per_round} a round and "
+        f"{limits.corrections_per_hour} an hour"
     )
     lines.append(f"journal: {config.journal.path} (synchronous {config.journal.synchronous})")
     return lines

@@ -88,6 +88,9 @@ Seat = Annotated[str, Field(min_length=1, max_length=8)]
 Card = Annotated[str, Field(min_length=2, max_length=4)]
 RoundId = Annotated[str, Field(min_length=1, max_length=128)]
 Secret = Annotated[str, Field(max_length=128)]
+#: A supervisor's badge (checked with a supervisors file) or, without one, the name typed.
+Person = Annotated[str, Field(max_length=64)]
+Reason = Annotated[str, Field(max_length=200)]
 
 
 class DiceBody(Body):
@@ -104,6 +107,13 @@ class PlayerSettingBody(Body):
     front: list[Card] | None = Field(default=None, min_length=2, max_length=2)
     house_way: bool = False
     round_id: RoundId | None = None
+    #: A correction (the seat's setting entered again) needs a supervisor: badge and PIN (or,
+    #: without a supervisors file, the name and the void PIN) and a reason. A PIN given is
+    #: checked, even for a first entry.
+    badge: Person = ""
+    by: Person = ""
+    pin: Secret | None = None
+    reason: Reason = ""
 
 
 class PreviewBody(Body):
@@ -114,13 +124,16 @@ class PreviewBody(Body):
 
 class VoidBody(Body):
     pin: Secret = ""  # missing: a wrong PIN (refused and journaled)
-    reason: str = Field(default="", max_length=200)
+    reason: Reason = ""
     round_id: RoundId | None = None
+    badge: Person = ""  # with a supervisors file: the supervisor's badge
+    by: Person = ""  # without one: the name typed beside the shared PIN (not checked)
 
 
 class AcknowledgeBody(Body):
     alarm_id: str = Field(max_length=128)
-    by: str = Field(default="", max_length=64)
+    badge: Person = ""  # with a supervisors file: the supervisor's badge (journaled as by)
+    by: Person = ""  # without one: the name typed beside the shared PIN (not checked)
     pin: Secret = ""
     note: str = Field(default="", max_length=200)
 

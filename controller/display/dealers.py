@@ -1,7 +1,13 @@
-"""Dealer sign-in at the kiosk (docs/audit.md "Who dealt"): a badge number and a PIN checked
-against ``[display] dealers_file``, which holds no PIN, only salted PBKDF2-SHA256 hashes
-(``paigow-table dealer-pin BADGE`` makes a line). Each source has its own count of wrong tries
-with a doubling lockout (``Lockouts``), as the void PIN has."""
+"""Badges and PINs at the display (docs/audit.md "Who dealt", "Latched alarms and
+acknowledgement"): a dealer signs in with a badge number and a PIN checked against ``[display]
+dealers_file``, and a supervisor voids, acknowledges or corrects with one checked against
+``[display] supervisors_file``. Neither file holds a PIN, only salted PBKDF2-SHA256 hashes
+(``paigow-table dealer-pin BADGE`` and ``supervisor-pin BADGE`` make a line). Each source has its
+own count of wrong tries with a doubling lockout (``Lockouts``), as the void PIN has.
+
+A check costs the same whether the badge exists or not: an unknown badge runs the same PBKDF2,
+with the same parameters as the file's hashes, against a dummy hash, so the time of an answer
+does not tell which badges exist."""
 
 from __future__ import annotations
 
@@ -10,7 +16,8 @@ import hmac
 import os
 import re
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +29,8 @@ LOCKOUT_S = 60.0
 LOCKOUT_MAX_S = 3600.0
 BADGE = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 MIN_PIN_DIGITS = 4
+#: A supervisor's PIN is as long as the shared void PIN it replaces must be.
+MIN_SUPERVISOR_PIN_DIGITS = 6
 
 
 def hash_pin(pin: str, *, salt: bytes | None = None, iterations: int = ITERATIONS) -> str:
@@ -37,9 +46,24 @@ def pin_matches(pin: str, stored: str) -> bool:
     return scheme == "pbkdf2_sha256" and hmac.compare_digest(got.hex(), digest)
 
 
-def read_dealers(path: str | Path) -> dict[str, str]:
-    """``badge pbkdf2_sha256$…`` a line (``#`` comments). ValueError names the line."""
-    dealers: dict[str, str] = {}
+def dummy_hash(hashes: Mapping[str, str] | None = None) -> str:
+    """A hash no PIN matches, with the parameters (iterations, salt length) most of ``hashes``
+    have: checking a PIN against it costs what checking one against a real entry costs. Made
+    without running PBKDF2 (its digest is random)."""
+    params = Counter(
+        (int(stored.split("$")[1]), len(stored.split("$")[2]) // 2)
+        for stored in (hashes or {}).values()
+    )
+    iterations, salt_bytes = (
+        max(params.items(), key=lambda item: (item[1], item[0]))[0] if params else (ITERATIONS, 16)
+    )
+    return f"pbkdf2_sha256${iterations}${os.urandom(salt_bytes).hex()}${os.urandom(32).hex()}"
+
+
+def read_badges(path: str | Path, *, maker: str = "dealer-pin") -> dict[str, str]:
+    """``badge pbkdf2_sha256$…`` a line (``#`` comments). ValueError names the line. ``maker``:
+    the ``paigow-table`` command that makes a line, named in the error."""
+    badges: dict[str, str] = {}
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         text = line.split("#", 1)[0].strip()
         if not text:
@@ -61,10 +85,23 @@ def read_dealers(path: str | Path) -> dict[str, str]:
         if not ok:
             raise ValueError(
                 f"{path}:{number}: {parts[0]}'s PIN is not a pbkdf2_sha256 hash "
-                "(make one with 'paigow-table dealer-pin BADGE')"
+                f"(make one with 'paigow-table {maker} BADGE')"
             )
-        dealers[parts[0]] = parts[1]
-    return dealers
+        if parts[0] in badges:
+            raise ValueError(f"{path}:{number}: badge {parts[0]} is named twice")
+        badges[parts[0]] = parts[1]
+    return badges
+
+
+def read_dealers(path: str | Path) -> dict[str, str]:
+    """``[display] dealers_file``: the dealers who may sign in at the kiosk."""
+    return read_badges(path, maker="dealer-pin")
+
+
+def read_supervisors(path: str | Path) -> dict[str, str]:
+    """``[display] supervisors_file``: the supervisors who may void a round, acknowledge an
+    alarm or correct a player's setting at the display."""
+    return read_badges(path, maker="supervisor-pin")
 
 
 @dataclass
@@ -111,21 +148,38 @@ class Lockouts:
 
 
 @dataclass
-class DealerBook:
-    """The dealers who may sign in, by badge, with their PIN hashes."""
+class BadgeBook:
+    """The people who may act with a badge and PIN (the dealers, or the supervisors), with their
+    PIN hashes. ``lockouts`` may be shared with another check (the supervisors' is the void
+    PIN's), so wrong tries count together."""
 
-    dealers: dict[str, str]
+    badges: dict[str, str]
     lockouts: Lockouts = field(default_factory=Lockouts)
+    #: What an unknown badge is checked against: the same work as a known one.
+    dummy: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.dummy:
+            self.dummy = dummy_hash(self.badges)
+
+    def matches(self, badge: str, pin: str) -> bool:
+        """Blocking (one PBKDF2, ~50 ms), and exactly one whether ``badge`` exists or not."""
+        stored = self.badges.get(badge)
+        matched = pin_matches(pin, stored if stored is not None else self.dummy)
+        return matched and stored is not None
 
     def check(self, badge: str, pin: str, source: str) -> Decision:
-        """Blocking (PBKDF2, ~50 ms): run it in a thread."""
+        """Blocking (PBKDF2, ~50 ms): run it in a thread. A wrong PIN and an unknown badge are
+        refused the same way, after the same work."""
         locked = self.lockouts.locked(source)
         if locked is not None:
             return locked
-        stored = self.dealers.get(badge)
-        # An unknown badge costs the same time as a known one: no badge enumeration by timing.
-        if pin_matches(pin, stored or hash_pin("", salt=b"\0" * 16)) and stored is not None:
+        if self.matches(badge, pin):
             self.lockouts.succeeded(source)
             return Decision(200)
         self.lockouts.failed(source)
         return Decision(403, "unknown badge or wrong PIN", "wrong_pin")
+
+
+#: The dealers' book (``[display] dealers_file``).
+DealerBook = BadgeBook

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 import logging
 import re
 import uuid
@@ -30,10 +29,11 @@ from controller.config import ConfigError
 from controller.display import bodies
 from controller.display.access import SESSION_COOKIE, AccessPolicy, Decision, is_loopback_address
 from controller.display.bodies import BodyError
-from controller.display.dealers import DealerBook, Lockouts, read_dealers
+from controller.display.dealers import BadgeBook, Lockouts, read_dealers, read_supervisors
 from controller.display.guard import ConnectionGuard, StreamLimiter, Tally
 from controller.display.state import CLOSE, LiveState, Update
 from controller.display.stats import side_wagers, two_jacks
+from controller.display.supervisors import PinGuard, SupervisorGate
 from controller.game.cards import CardError, parse_cards
 from controller.game.setting import Setting
 from controller.journal import Journal, RoundRecord, history
@@ -55,7 +55,6 @@ log = structlog.get_logger(__name__)
 STATIC_DIR = Path(__file__).with_name("static")
 # The pages call the controller "not responding" after three missed heartbeats.
 HEARTBEAT_S = 2.0
-PIN_MIN_DIGITS = 6
 #: The ``Server`` header of every answer: no software name or version for a scanner to match.
 SERVER_NAME = "paigow-table"
 
@@ -76,56 +75,17 @@ POLICY_KEY = web.AppKey("policy", AccessPolicy)
 
 
 @dataclass
-class PinGuard:
-    """The void PIN (the supervisor's: it also acknowledges alarms), compared in constant time.
-    It must have at least ``PIN_MIN_DIGITS`` digits (a shorter one disables voiding from the
-    display). Each source (the client's address) has its own count of wrong PINs with a
-    doubling lockout (``Lockouts``); every wrong PIN is journaled (docs/audit.md)."""
-
-    pin: str | None
-    lockouts: Lockouts = field(default_factory=Lockouts)
-
-    @property
-    def failures_total(self) -> int:
-        return self.lockouts.failures_total
-
-    @property
-    def problem(self) -> str | None:
-        """Why voiding from the display is off, or None."""
-        if self.pin is None:
-            return "voiding from the display is disabled: no void PIN is configured"
-        if len(self.pin) < PIN_MIN_DIGITS or not self.pin.isdigit():
-            return (
-                f"voiding from the display is disabled: the void PIN must be at least "
-                f"{PIN_MIN_DIGITS} digits"
-            )
-        return None
-
-    def check(self, presented: str, source: str = "") -> Decision:
-        problem = self.problem
-        if problem is not None or self.pin is None:
-            return Decision(403, problem or "", "disabled")
-        locked = self.lockouts.locked(source)
-        if locked is not None:
-            return locked
-        if hmac.compare_digest(presented.encode("utf-8"), self.pin.encode("utf-8")):
-            self.lockouts.succeeded(source)
-            return Decision(200)
-        self.lockouts.failed(source)
-        return Decision(403, "wrong PIN", "wrong_pin")
-
-
-@dataclass
 class DisplayContext:
-    """What the handlers need: the daemon, the live state, the access policy and the PIN."""
+    """What the handlers need: the daemon, the live state, the access policy, the supervisors'
+    credentials (or the shared void PIN) and the dealers'."""
 
     daemon: DisplayHost
     state: LiveState
     policy: AccessPolicy
-    pins: PinGuard
+    supervisors: SupervisorGate
     streams: StreamLimiter
     tally: Tally
-    dealers: DealerBook | None = None
+    dealers: BadgeBook | None = None
     guard: ConnectionGuard | None = None  # set while serving
     #: Wrong supervisor tokens at the login, per source (the same doubling lockout as PINs).
     logins: Lockouts = field(default_factory=Lockouts)
@@ -136,11 +96,20 @@ class DisplayContext:
     def journal(self) -> Journal:
         return self.daemon.journal
 
+    @property
+    def pins(self) -> PinGuard:
+        """The shared void PIN (the fallback when no supervisors file is configured)."""
+        return self.supervisors.pins
+
     def controls(self, request: web.Request) -> dict[str, Any]:
+        problem = self.supervisors.problem
         return {
             "dealer_input": self.policy.dealer_input_for(request),
-            "void_enabled": self.pins.problem is None,
-            "void_problem": self.pins.problem,
+            # Voiding, acknowledging and correcting need a supervisor: by badge and PIN
+            # ("badge") or, without a supervisors file, by the shared void PIN ("shared_pin").
+            "void_enabled": problem is None,
+            "void_problem": problem,
+            "supervisor": self.supervisors.mode,
             "sign_in_enabled": self.dealers is not None,
         }
 
@@ -494,7 +463,23 @@ async def api_seats(request: web.Request) -> web.StreamResponse:
 
 
 async def api_player_setting(request: web.Request) -> web.StreamResponse:
+    """A player's setting. Entered again for the same seat it is a correction, which the table
+    takes only with a supervisor (``by``) and a reason: a PIN given here is checked as the
+    void's is (badge and PIN, or the shared PIN and a name), and a wrong one refused and
+    journaled; the table refuses a correction without one."""
+    ctx = _ctx(request)
     body = await bodies.body(request, bodies.PlayerSettingBody)
+    by: str | None = None
+    if body.pin is not None:
+        supervisor = await ctx.supervisors.verify(
+            body.badge, body.pin, body.by, request.remote or ""
+        )
+        if not supervisor.decision.allowed:
+            ctx.refused(request, "player_setting", supervisor.decision)
+            return _refuse(supervisor.decision)
+        if not supervisor.by:
+            return _error(400, "by: give the supervisor's name with the PIN")
+        by = supervisor.by
     try:
         command = PlayerSetting.model_validate(
             {
@@ -503,11 +488,13 @@ async def api_player_setting(request: web.Request) -> web.StreamResponse:
                 "house_way": body.house_way,
                 "round_id": body.round_id,
                 "request_id": _request_id(),
+                "by": by,
+                "reason": body.reason.strip(),
             }
         )
     except ValidationError as exc:
         return _validation(exc)
-    return await _submit(_ctx(request), command, request)
+    return await _submit(ctx, command, request)
 
 
 async def api_player_preview(request: web.Request) -> web.StreamResponse:
@@ -574,18 +561,21 @@ async def _guarded(
 
 
 async def api_void(request: web.Request) -> web.StreamResponse:
+    """A void, with a supervisor's badge and PIN (the command names the badge) or, without a
+    supervisors file, the shared void PIN (and the name typed, if any)."""
     ctx = _ctx(request)
     body = await bodies.body(request, bodies.VoidBody)
-    decision = ctx.pins.check(body.pin, request.remote or "")
+    supervisor = await ctx.supervisors.verify(body.badge, body.pin, body.by, request.remote or "")
     return await _guarded(
         ctx,
         request,
-        decision,
+        supervisor.decision,
         "void_round",
         lambda: VoidRound(
             reason=body.reason or "voided by dealer",
             round_id=body.round_id,
             request_id=_request_id(),
+            by=supervisor.by or None,
         ),
     )
 
@@ -609,18 +599,20 @@ async def api_protection(request: web.Request) -> web.StreamResponse:
 
 
 async def api_acknowledge(request: web.Request) -> web.StreamResponse:
-    """A latched alarm acknowledged by a named person with the supervisor's PIN."""
+    """A latched alarm acknowledged by a supervisor: badge and PIN, and the acknowledgement
+    names the badge (a name typed beside it is not used); without a supervisors file, the
+    shared void PIN and the name typed."""
     ctx = _ctx(request)
     body = await bodies.body(request, bodies.AcknowledgeBody)
-    decision = ctx.pins.check(body.pin, request.remote or "")
+    supervisor = await ctx.supervisors.verify(body.badge, body.pin, body.by, request.remote or "")
     return await _guarded(
         ctx,
         request,
-        decision,
+        supervisor.decision,
         "acknowledge_alarm",
         lambda: AcknowledgeAlarm(
             alarm_id=body.alarm_id,
-            by=body.by.strip(),
+            by=supervisor.by,
             note=body.note,
             request_id=_request_id(),
         ),
@@ -857,19 +849,28 @@ class DisplayService:
         daemon.subscribe(state.on_effect)
         tally = Tally()
         pins = PinGuard(_secret(cfg.read_void_pin, "void_pin_file"))
-        if pins.pin is not None and pins.problem is not None:
+        supervisors = SupervisorGate(pins, configured=cfg.supervisors_file is not None)
+        if cfg.supervisors_file is not None:
+            try:
+                supervisors = SupervisorGate(
+                    pins, BadgeBook(read_supervisors(cfg.supervisors_file))
+                )
+            except (OSError, ValueError) as exc:
+                # Never the shared PIN instead: voiding, acknowledging and correcting are off.
+                log.error("supervisors_file_unreadable", error=str(exc))
+        elif pins.pin is not None and pins.problem is not None:
             log.error("void_pin_rejected", detail=pins.problem)
         dealers = None
         if cfg.dealers_file is not None:
             try:
-                dealers = DealerBook(read_dealers(cfg.dealers_file))
+                dealers = BadgeBook(read_dealers(cfg.dealers_file))
             except (OSError, ValueError) as exc:
                 log.error("dealers_file_unreadable", error=str(exc))
         return DisplayContext(
             daemon,
             state,
             policy,
-            pins,
+            supervisors,
             StreamLimiter(cfg.max_streams, tally=tally),
             tally,
             dealers=dealers,

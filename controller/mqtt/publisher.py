@@ -45,6 +45,7 @@ from controller.mqtt.wire import (
     NODELAY,
     CommandRefused,
     ReplyPayload,
+    Rounds,
     parse_command_message,
     tls_context,
     wire_payload,
@@ -59,6 +60,7 @@ from controller.table import (
     Refusal,
     RoundClosed,
     StatusChanged,
+    Table,
 )
 
 log = structlog.get_logger(__name__)
@@ -113,6 +115,17 @@ def status_message(daemon: PublisherHost, *, online: bool) -> bytes:
         time=daemon.clock(),
     )
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def current_rounds(table: Table) -> Rounds:
+    """The rounds a command arriving now could act on (``wire.check_round``), read from the
+    table as the consumer left it after its last event. The table checks ``void_round``'s and
+    ``player_setting``'s round again when it handles them; ``enter_dice``'s only here."""
+    r = table.round
+    return Rounds(
+        latest=r.round_id if r is not None else None,
+        dealing=r.round_id if r is not None and not r.closed else None,
+    )
 
 
 def _response_topic(message: aiomqtt.Message) -> tuple[str | None, bytes | None]:
@@ -274,7 +287,11 @@ class MqttService:
             log.error("mqtt_command_keys_unreadable", error=str(exc))
             keys = {}
         verifier = CommandVerifier(
-            keys, config.command_window, config.unsigned_read_only, clock=daemon.clock
+            keys,
+            config.command_window,
+            config.unsigned_read_only,
+            clock=daemon.clock,
+            table_id=daemon.config.table.id,
         )
         since = iso(daemon.clock() - timedelta(seconds=2 * config.command_window))
         verifier.remember(
@@ -543,7 +560,14 @@ class MqttService:
                 reason="rate_limited",
             )
         try:
-            return parse_command_message(daemon.prefix, topic, payload, self.verifier)
+            return parse_command_message(
+                daemon.prefix,
+                topic,
+                payload,
+                self.verifier,
+                table_id=daemon.config.table.id,
+                rounds=current_rounds(daemon.table),
+            )
         except CommandRefused:
             raise
         except Exception as exc:

@@ -1,13 +1,19 @@
 """Signed MQTT commands (docs/mqtt.md, "Signed commands"): HMAC-SHA256 with a key per
-integration, a time window and replay protection.
+integration, a time window and replay protection, bound to one table and, for a command that
+acts on a round, to that round.
 
-A signed command's JSON body carries, beside the command's own fields, ``key_id`` (which key),
-``issued_at`` (UTC ISO 8601), a ``request_id`` unique to this command, and ``signature``: the hex
-HMAC-SHA256, under the key, of the command's kind, a newline, and the body without
-``signature`` as canonical JSON (keys sorted, no spaces, UTF-8). The table refuses, with a reply
-saying why: no signature, an unknown key, ``issued_at`` outside the window, a request id it has
-seen (journaled commands count, so replays are refused across restarts), a wrong signature.
-Read-only commands (``status_request``) may stay unsigned (``unsigned_read_only``).
+A signed command's JSON body carries, beside the command's own fields, ``table_id`` (the table
+it is for), ``key_id`` (which key), ``issued_at`` (UTC ISO 8601), a ``request_id`` unique to this
+command, and ``signature``: the hex HMAC-SHA256, under the key, of the command's kind, a newline,
+and the body without ``signature`` as canonical JSON (keys sorted, no spaces, UTF-8); so the
+signature covers ``table_id``. A round-scoped command (``ROUND_SCOPED``) carries ``round_id`` too.
+The table refuses, with a reply saying why: no signature, an unknown key, ``issued_at`` outside
+the window, a wrong signature, no ``table_id`` or another table's (a command signed for one table
+replayed to another that shares the key), a round-scoped command without ``round_id``, a request
+id it has seen (journaled commands count, so replays are refused across restarts). Whether the
+named round is the one the command would act on needs the table: ``controller/mqtt/wire.py``
+``check_round``. Read-only commands (``status_request``) may stay unsigned
+(``unsigned_read_only``).
 
 The keys file names each key's type (``read_keys``): ``key_id hmac-sha256 <secret hex>``, or, for
 a casino that prefers public keys, ``key_id ed25519 <public key hex>``: the table then holds no
@@ -38,6 +44,16 @@ if TYPE_CHECKING:
 
 READ_ONLY = frozenset({"status_request"})
 AUTH_FIELDS = ("key_id", "issued_at", "signature")
+#: The body field naming the table a command is for; a signed command must carry it.
+TABLE_FIELD = "table_id"
+#: Commands that act on one round: signed, they must name it (``round_id``), and the table
+#: refuses them unless it is the round they would act on. ``void_round`` and ``player_setting``
+#: act on the table's newest round; ``enter_dice`` on the round being dealt, or, between deals,
+#: on the next deal (then ``round_id`` is null). The others act on the table, not on a round:
+#: seats and wagers stand until changed, an alarm is named by its own id.
+ROUND_SCOPED = frozenset({"void_round", "player_setting", "enter_dice"})
+#: Round-scoped commands whose ``round_id`` may be null (no round being dealt: the next deal).
+ROUND_MAY_BE_NULL = frozenset({"enter_dice"})
 #: A signature is hex digits (ASCII only: [0-9a-f] never matches another script's digits).
 _HEX = re.compile(r"[0-9A-Fa-f]+")
 
@@ -54,16 +70,53 @@ def canonical(kind: str, body: Mapping[str, Any]) -> bytes:
     return f"{kind}\n{text}".encode()
 
 
+def round_problem(kind: str, body: Mapping[str, Any]) -> str | None:
+    """Why a signed ``kind`` with this body does not name its round, or None: a round-scoped
+    command (ROUND_SCOPED) carries ``round_id``, a non-empty string (``enter_dice`` may say
+    null: no round is being dealt, the dice are for the next deal)."""
+    if kind not in ROUND_SCOPED:
+        return None
+    if "round_id" not in body:
+        between = " (null between deals: the dice are for the next deal)"
+        return (
+            f"a signed {kind} needs the round_id of the round it acts on"
+            f"{between if kind in ROUND_MAY_BE_NULL else ''}"
+        )
+    round_id = body["round_id"]
+    if round_id is None and kind in ROUND_MAY_BE_NULL:
+        return None
+    if not isinstance(round_id, str) or not round_id:
+        shown = "an empty string" if round_id == "" else json_type(round_id)
+        return f"a signed {kind}'s round_id must name a round, not {shown}"
+    return None
+
+
 def sign(
     key: bytes | Ed25519PrivateKey,
     key_id: str,
     kind: str,
     body: Mapping[str, Any],
     issued_at: datetime,
+    *,
+    table_id: str | None = None,
 ) -> dict[str, Any]:
-    """``body`` with ``key_id``, ``issued_at`` and its ``signature`` (for integrators and tests):
-    HMAC-SHA256 with a shared key, or Ed25519 with a private key."""
-    signed = {**body, "key_id": key_id, "issued_at": iso(issued_at)}
+    """``body`` with ``table_id``, ``key_id``, ``issued_at`` and its ``signature`` (for
+    integrators and tests): HMAC-SHA256 with a shared key, or Ed25519 with a private key.
+
+    The table is ``table_id``, or the ``table_id`` the body already names. A command the table
+    would refuse for what it names is not signed (ValueError): no table, two different tables,
+    a round-scoped command without its ``round_id`` (``round_problem``)."""
+    named = body.get(TABLE_FIELD)
+    if table_id is None:
+        table_id = named
+    elif named is not None and named != table_id:
+        raise ValueError(f"the body names table {named!r}, not {table_id!r}")
+    if not isinstance(table_id, str) or not table_id:
+        raise ValueError("a signed command names the table it is for: give its table_id")
+    problem = round_problem(kind, body)
+    if problem is not None:
+        raise ValueError(problem)
+    signed = {**body, TABLE_FIELD: table_id, "key_id": key_id, "issued_at": iso(issued_at)}
     data = canonical(kind, signed)
     if isinstance(key, bytes):
         signed["signature"] = hmac.new(key, data, hashlib.sha256).hexdigest()
@@ -182,12 +235,14 @@ def json_type(value: object) -> str:
 
 @dataclass
 class CommandVerifier:
-    """Checks signed commands; remembers request ids for twice the window."""
+    """Checks signed commands for the table ``table_id``; remembers request ids for twice the
+    window."""
 
     keys: Mapping[str, bytes | Ed25519PublicKey]
     window: float = 60.0
     unsigned_read_only: bool = True
     clock: Callable[[], datetime] = utc_now
+    table_id: str = field(kw_only=True)
     _seen: OrderedDict[str, datetime] = field(default_factory=OrderedDict)
 
     def remember(self, request_ids: Iterable[tuple[str, datetime]]) -> None:
@@ -196,11 +251,20 @@ class CommandVerifier:
             self._seen[request_id] = at
 
     def verify(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
-        """The command's own fields if it may run; SignatureRefused saying why otherwise."""
+        """The command's own fields if it may run; SignatureRefused saying why otherwise.
+
+        ``table_id`` is checked (a signed command must name this table; an unsigned read-only
+        one may) and left out of the fields."""
         signature = body.get("signature")
         if signature is None:
             if kind in READ_ONLY and self.unsigned_read_only:
-                return {k: v for k, v in body.items() if k not in AUTH_FIELDS}
+                named = body.get(TABLE_FIELD, self.table_id)
+                if named != self.table_id:
+                    shown = repr(named[:64]) if isinstance(named, str) else json_type(named)
+                    raise SignatureRefused(
+                        f"addressed to table {shown}, this is table {self.table_id!r}"
+                    )
+                return {k: v for k, v in body.items() if k not in (*AUTH_FIELDS, TABLE_FIELD)}
             raise SignatureRefused("the command is not signed (signature, key_id, issued_at)")
         key_id = body.get("key_id")
         if key_id is None:
@@ -249,11 +313,27 @@ class CommandVerifier:
             raise SignatureRefused(f"the body cannot be encoded: {type(exc).__name__}") from None
         if not _valid(key, signature, data):
             raise SignatureRefused("wrong signature")
+        # Genuine, so what it names was signed: the table and the round are the signer's.
+        named = body.get(TABLE_FIELD)
+        if named is None:
+            raise SignatureRefused(
+                f"a signed command names the table it is for: table_id (this is table "
+                f"{self.table_id!r})"
+            )
+        if not isinstance(named, str):
+            raise SignatureRefused(f"table_id must be a string, not {json_type(named)}")
+        if named != self.table_id:
+            raise SignatureRefused(
+                f"signed for table {named[:64]!r}, this is table {self.table_id!r}"
+            )
+        problem = round_problem(kind, body)
+        if problem is not None:
+            raise SignatureRefused(problem)
         self._forget(now)
         if request_id in self._seen:
             raise SignatureRefused(f"request_id {request_id[:64]!r} was seen before: a replay")
         self._seen[request_id] = now
-        return {k: v for k, v in body.items() if k not in AUTH_FIELDS}
+        return {k: v for k, v in body.items() if k not in (*AUTH_FIELDS, TABLE_FIELD)}
 
     def _forget(self, now: datetime) -> None:
         while self._seen:

@@ -168,6 +168,7 @@ class _Round:
     seat_cards: dict[str, tuple[int, ...]] = field(default_factory=dict)
     players: dict[str, PlayerPayload] = field(default_factory=dict)
     dealer_id: str | None = None
+    corrections: int = 0  # players' settings entered again (docs/audit.md "Corrections")
 
     def clone(self) -> _Round:
         """A copy that shares only immutable parts (tuples, models the table never changes)."""
@@ -214,6 +215,12 @@ class _Round:
 #: A source refused this many times within REFUSAL_WINDOW raises one ``command_refused`` alarm.
 REFUSALS_BEFORE_ALARM = 3
 REFUSAL_WINDOW = timedelta(minutes=10)
+
+#: Corrections of players' settings a round, and an hour, at most ([limits] corrections_per_round
+#: and corrections_per_hour): a correction needs a supervisor and a reason, and raises an alarm.
+CORRECTIONS_PER_ROUND = 2
+CORRECTIONS_PER_HOUR = 6
+CORRECTION_WINDOW = timedelta(hours=1)
 
 #: Complete deals remembered to refuse a replay (the same shuffle id or the same cards): about
 #: two weeks of a busy table, in about 4 MB (64-bit keys, round numbers as values).
@@ -302,6 +309,10 @@ class Table:
         self._refusals: dict[tuple[str, str, str], tuple[datetime, int, bool]] = {}
         self.refusals_before_alarm = REFUSALS_BEFORE_ALARM
         self.refusal_window = REFUSAL_WINDOW
+        self.corrections_per_round = CORRECTIONS_PER_ROUND
+        self.corrections_per_hour = CORRECTIONS_PER_HOUR
+        #: When each correction of the last hour was made (any round), oldest first.
+        self._corrections: list[datetime] = []
         self._deals: OrderedDict[int, int] = OrderedDict()  # fingerprint key → round number
         self._shuffles: OrderedDict[int, int] = OrderedDict()  # shuffle id key → round number
         for round_seq, shuffle_id, fingerprint in recent_deals:
@@ -324,6 +335,7 @@ class Table:
             "latched": dict(self.latched),
             "dealer_id": self.dealer_id,
             "_refusals": dict(self._refusals),
+            "_corrections": list(self._corrections),
             "_next_seq": self._next_seq,
             "_deal_count": (len(self._deals), len(self._shuffles)),
         }
@@ -337,6 +349,14 @@ class Table:
         for name, value in snapshot.items():
             if name != "_deal_count":
                 setattr(self, name, value)
+
+    def limit_corrections(self, per_round: int, per_hour: int) -> None:
+        """At most ``per_round`` corrections of players' settings in a round and ``per_hour``
+        in any hour ([limits]; 0 refuses every correction)."""
+        if per_round < 0 or per_hour < 0:
+            raise ValueError("correction limits must not be negative")
+        self.corrections_per_round = per_round
+        self.corrections_per_hour = per_hour
 
     # --- the fault state (tilt) -------------------------------------------------------------
 
@@ -904,6 +924,7 @@ class Table:
         round_id: str | None = None,
         *,
         latch: bool = False,
+        by: str | None = None,
     ) -> AlarmRaised:
         if round_id is None and self.round is not None and not self.round.closed:
             round_id = self.round.round_id
@@ -916,6 +937,7 @@ class Table:
             alarm_id=self._new_alarm_id(),
             raised_at=self._clock(),
             ack_required=latch or severity == "critical",
+            by=by,
         )
         if payload.ack_required:
             self.latched[payload.alarm_id] = payload
@@ -963,6 +985,22 @@ class Table:
                     self.wagers[command.seat] = command.wagers
                     return [CommandReply(command.request_id, kind, True)]
                 case EnterDice():
+                    if "round_id" in command.model_fields_set:
+                        # Checked again here, where it acts: a deal may have ended and another
+                        # begun since the MQTT layer looked (docs/mqtt.md, round-scoped).
+                        r = self.round
+                        dealing = r.round_id if r is not None and not r.closed else None
+                        if command.round_id != dealing:
+                            return [
+                                CommandReply(
+                                    command.request_id,
+                                    kind,
+                                    False,
+                                    f"the dice are for {command.round_id or 'the next deal'}, "
+                                    f"but {'round ' + dealing if dealing else 'no round'} is "
+                                    "being dealt: nothing was changed",
+                                )
+                            ]
                     effects = self._position(
                         PositionDrawn(device="dealer", method="dice_manual", dice=command.dice)
                     )
@@ -1106,15 +1144,17 @@ class Table:
         if r.voided or (r.closed and not r.settled):
             raise ValueError(f"round {r.round_id} is already closed as dead or void")
         note = " after settlement: its results are void" if r.settled else ""
+        by = f" by {command.by}" if command.by else ""
         return [
             CommandReply(command.request_id, "void_round", True, data={"round_id": r.round_id}),
             *self._close_dead(r, [Problem(code="void", detail=command.reason)], "void"),
             self._alarm(
                 "round_voided",
                 "warning",
-                f"round {r.round_id} voided{note}: {command.reason}",
+                f"round {r.round_id} voided{by}{note}: {command.reason}",
                 None,
                 r.round_id,
+                by=command.by,
             ),
         ]
 
@@ -1139,9 +1179,13 @@ class Table:
             self.settings.rules,
             seat=command.seat,
         )
+        earlier = r.players.get(command.seat)
+        if earlier is not None:
+            refused = self._correction_refused(r, command)
+            if refused:
+                return refused
         w = self.wagers.get(command.seat)
         amount = w.pai_gow if w else None
-        earlier = r.players.get(command.seat)
         entry = int(earlier.setting_id.rsplit("/", 1)[1]) + 1 if earlier else 1
         payload = PlayerPayload(
             round_id=r.round_id,
@@ -1157,11 +1201,74 @@ class Table:
             setting_id=f"{r.round_id}/{command.seat}/{entry}",
             corrects=earlier.setting_id if earlier else None,
             dealer_id=r.dealer_id,
+            by=command.by,
+            reason=command.reason.strip(),
         )
         r.players[command.seat] = payload
-        return [
+        effects: list[Effect] = [
             CommandReply(
                 command.request_id, "player_setting", True, data=payload.model_dump(mode="json")
             ),
             PlayerSettled(payload),
+        ]
+        if earlier is not None:
+            r.corrections += 1
+            self._corrections.append(self._clock())
+            effects.append(
+                self._alarm(
+                    "setting_corrected",
+                    "warning",
+                    f"seat {command.seat}'s setting in round #{r.round_seq} was corrected by "
+                    f"{command.by}: {payload.reason} (entry {entry} replaces "
+                    f"{earlier.setting_id}; correction {r.corrections} of at most "
+                    f"{self.corrections_per_round} this round)",
+                    None,
+                    r.round_id,
+                    by=command.by,
+                )
+            )
+        return effects
+
+    def _correction_refused(self, r: _Round, command: PlayerSetting) -> list[Effect]:
+        """Why a correction (a seat's setting entered again) is refused, as its effects; [] when
+        it may go ahead. It needs a supervisor (``by``: the display checked their badge and PIN,
+        or the shared void PIN) and a reason, and stays within the limits of a round and an
+        hour; a correction over a limit also raises a warning."""
+        seat = command.seat
+        if not command.by:
+            raise ValueError(
+                f"seat {seat} already has a setting this round: a correction needs a supervisor "
+                "(badge and PIN) and a reason"
+            )
+        if not command.reason.strip():
+            raise ValueError(f"a correction of seat {seat}'s setting needs a reason")
+        now = self._clock()
+        self._corrections = [t for t in self._corrections if now - t < CORRECTION_WINDOW]
+        if r.corrections >= self.corrections_per_round:
+            why = (
+                "corrections are off at this table ([limits] corrections_per_round = 0)"
+                if self.corrections_per_round == 0
+                else f"round #{r.round_seq} has had {r.corrections} correction(s), the most "
+                "[limits] corrections_per_round allows"
+            )
+        elif len(self._corrections) >= self.corrections_per_hour:
+            why = (
+                "corrections are off at this table ([limits] corrections_per_hour = 0)"
+                if self.corrections_per_hour == 0
+                else f"{len(self._corrections)} correction(s) in the last hour at this table, "
+                "the most [limits] corrections_per_hour allows"
+            )
+        else:
+            return []
+        detail = f"the correction of seat {seat}'s setting is refused: {why}; the entry stands"
+        return [
+            CommandReply(command.request_id, command.kind, False, detail),
+            self._alarm(
+                "correction_refused",
+                "warning",
+                f"{detail} (asked by {command.by})",
+                None,
+                r.round_id,
+                by=command.by,
+            ),
         ]

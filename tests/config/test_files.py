@@ -58,6 +58,7 @@ port = 0
 supervisor_token_file = "supervisor-token"
 void_pin_file = "void-pin"
 dealers_file = "dealers"
+supervisors_file = "supervisors"
 """
 
 
@@ -110,6 +111,13 @@ SETTINGS = [
         b"D-1042 4711\n",
         "dealers:1: D-1042's PIN is not a pbkdf2_sha256 hash",
     ),
+    Setting(
+        "display.supervisors_file",
+        "supervisors",
+        f"S-0042 {hash_pin('604918', iterations=10_000)}\nS-0042 604918\n".encode(),
+        "supervisors:2: S-0042's PIN is not a pbkdf2_sha256 hash "
+        "(make one with 'paigow-table supervisor-pin BADGE')",
+    ),
 ]
 
 
@@ -145,6 +153,7 @@ def table(tmp_path: Path, certificate: tuple[bytes, bytes]) -> Path:
         "supervisor-token": b"t" * 40 + b"\n",
         "void-pin": b"730519\n",
         "dealers": f"D-1042 {hash_pin('4711', iterations=10_000)}\n".encode(),
+        "supervisors": f"# the pit\nS-0042 {hash_pin('604918', iterations=10_000)}\n".encode(),
     }
     for name, content in good.items():
         path = tmp_path / name
@@ -173,7 +182,7 @@ def test_good_files_pass(table: Path) -> None:
     code, errors, out = _check(table)
     assert (code, errors) == (0, []), errors
     assert out.startswith(f"{table}: OK\n")
-    for secret in ("mqtt-password", "void-pin", "dealers"):
+    for secret in ("mqtt-password", "void-pin", "dealers", "supervisors"):
         (table.parent / secret).chmod(0o400)  # read-only for its owner is as good
     assert _check(table)[:2] == (0, [])
 
@@ -225,6 +234,42 @@ def test_a_too_permissive_file_is_refused(table: Path, setting: Setting) -> None
     if setting.secret:
         path.chmod(0o640)  # root:paigow 0640: the service reads what it cannot change
         assert _check(table)[0] == 0
+
+
+def test_check_config_says_whom_voids_acknowledgements_and_corrections_name(
+    table: Path,
+) -> None:
+    """With a supervisors file they name a checked badge (the void PIN is then unused); without
+    one, the shared void PIN and a typed name: check-config warns (docs/audit.md)."""
+    out, err = io.StringIO(), io.StringIO()
+    assert check_config_main(table, stdout=out, stderr=err) == 0
+    said = err.getvalue()
+    assert f"{table}: display.void_pin_file: warning: not used: with supervisors_file" in said
+    assert "display.supervisors_file: warning" not in said
+    assert "supervisors by badge" in out.getvalue()
+    table.write_text(CONFIG.replace('supervisors_file = "supervisors"\n', ""), encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    assert check_config_main(table, stdout=out, stderr=err) == 0
+    said = err.getvalue()
+    assert (
+        f"{table}: display.supervisors_file: warning: not set: voids, acknowledgements and "
+        "corrections at the display are allowed by the one shared void PIN and attributed to a "
+        "name typed beside it, which nobody checks" in said
+    )
+    assert "display.void_pin_file: warning" not in said
+    assert "supervisors by the shared void PIN and a typed name" in out.getvalue()
+
+
+def test_a_badge_named_twice_is_refused(table: Path) -> None:
+    supervisors = table.parent / "supervisors"
+    line = f"S-0042 {hash_pin('604918', iterations=10_000)}\n"
+    supervisors.write_text(line + line.replace("S-0042", "S-0043") + line, encoding="utf-8")
+    code, errors, _ = _check(table)
+    assert code == 1
+    assert errors == [
+        f"{table}: display.supervisors_file: {supervisors}:3: badge S-0042 is named twice; "
+        "expected 'BADGE pbkdf2_sha256$…' a line (paigow-table supervisor-pin BADGE)"
+    ]
 
 
 def test_an_encrypted_tls_key_is_refused_without_asking_for_its_passphrase(

@@ -20,6 +20,7 @@ import pytest_asyncio
 from playwright import async_api as playwright_api
 
 from controller.display import DisplayService
+from controller.display.dealers import hash_pin
 from tests.harness import RunningTable, running_table
 
 CHROMIUM = os.environ.get("PAIGOW_CHROMIUM", "/usr/bin/chromium")
@@ -113,5 +114,14 @@ async def kiosk(
 
 def write_secret(path: Path, value: str) -> Path:
     path.write_text(value + "\n", encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
+def write_badges(path: Path, pins: dict[str, str], iterations: int = 10_000) -> Path:
+    """A dealers or supervisors file: ``badge pbkdf2_sha256$…`` a line (fewer iterations than
+    the tool's 100,000, for speed; the reader takes 10,000 and up)."""
+    lines = [f"{badge} {hash_pin(pin, iterations=iterations)}" for badge, pin in pins.items()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     path.chmod(0o600)
     return path

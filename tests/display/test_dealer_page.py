@@ -18,7 +18,7 @@ from controller.game.setting import Setting
 from controller.messages import RoundPayload
 from controller.table import PlayerSettled
 from drivers.events import DealStarted, PacketDealt, PositionDrawn, StubVerified
-from tests.display.conftest import SMALL_KIOSK, kiosk, shot, write_secret
+from tests.display.conftest import SMALL_KIOSK, kiosk, shot, write_badges, write_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -219,7 +219,9 @@ def foul_and_fair(result: RoundPayload) -> tuple[str, tuple[str, str], tuple[str
 async def test_a_players_setting_is_entered_by_tapping_two_cards(
     browser: Browser, tmp_path: Path
 ) -> None:
-    async with kiosk(browser, tmp_path, seed=11) as k:
+    supervisors = write_badges(tmp_path / "supervisors", {"S-0042": "604918"})
+    extra = f'[display]\nsupervisors_file = "{supervisors}"\n'
+    async with kiosk(browser, tmp_path / "run", seed=11, config_extra=extra) as k:
         page, t = k.page, k.table
         result = await t.deal(rng_number=4)
         assert result.dealer is not None and not result.dealer.two_jacks
@@ -265,9 +267,23 @@ async def test_a_players_setting_is_entered_by_tapping_two_cards(
         )
         await expect(page.locator(f'.seat[data-seat="{label}"] .badge .corrected')).to_have_count(0)
         await shot(page, "dealer-player-settings-1920x1080")
-        # Entered again for the first seat (House Way this time): a correction, shown as one.
+        # Entered again for the first seat (House Way this time): a correction, which needs a
+        # supervisor's badge and PIN and a reason (docs/audit.md), and is shown as one.
         await page.locator(f'.seat[data-seat="{label}"]').click()
+        await expect(page.locator("#correction")).to_be_visible()
         await page.locator("#player-house-way").click()
+        await expect(page.locator("#correction-missing")).to_contain_text(
+            "needs the supervisor's badge, PIN and a reason"
+        )
+        await page.locator("#correction-badge").fill("S-0042")
+        await page.locator("#correction-pin").fill("111111")
+        await page.locator("#correction-reason").fill("asked for the House Way")
+        await page.locator("#player-house-way").click()
+        await expect(page.locator("#player-preview")).to_contain_text("unknown badge or wrong PIN")
+        await page.locator("#correction-pin").fill("604918")
+        await shot(page, "dealer-player-correction-1920x1080")
+        await page.locator("#player-house-way").click()
+        await expect(page.locator('#player-outcome[data-entered="yes"]')).to_be_visible()
         await page.locator("#modal-close").click()
         badge = page.locator(f'.seat[data-seat="{label}"] .badge')
         await expect(badge.locator(".corrected")).to_have_text(" corrected")
@@ -275,6 +291,13 @@ async def test_a_players_setting_is_entered_by_tapping_two_cards(
             e.payload for e in t.effects if isinstance(e, PlayerSettled) and e.payload.seat == label
         ]
         assert again[-1].corrects == settled[0].setting_id
+        assert (again[-1].by, again[-1].reason) == ("S-0042", "asked for the House Way")
+        # The pit sees it: the supervisor page lists the correction's alarm.
+        supervisor = await page.context.new_page()
+        await supervisor.goto(k.url + "/supervisor")
+        alarm = supervisor.locator("#alarms li", has_text="A player's setting corrected")
+        await expect(alarm).to_contain_text("corrected by S-0042: asked for the House Way")
+        await shot(supervisor, "supervisor-setting-corrected")
 
 
 async def test_seats_marked_empty_get_no_results(browser: Browser, tmp_path: Path) -> None:
@@ -345,6 +368,31 @@ async def test_void_needs_the_pin(browser: Browser, tmp_path: Path) -> None:
         await expect(page.locator('#banner[data-kind="void"]')).to_be_visible()
         await expect(page.locator("#banner-reason")).to_have_text("Cards exposed")
         await shot(page, "dealer-round-void-1920x1080")
+
+
+async def test_void_with_a_supervisor_s_badge_and_pin(browser: Browser, tmp_path: Path) -> None:
+    supervisors = write_badges(tmp_path / "supervisors", {"S-0042": "604918"})
+    extra = f'[display]\nsupervisors_file = "{supervisors}"\n'
+    async with kiosk(browser, tmp_path / "run", config_extra=extra) as k:
+        page, t = k.page, k.table
+        result = await t.deal(rng_number=3)
+        await expect(page.locator(setting_selector(result.round_seq))).to_be_visible()
+        await expect(page.locator("#btn-void")).to_be_enabled()  # no void PIN: badges do
+        await page.locator("#btn-void").click()
+        await page.keyboard.type("S-0042")  # a badge reader types, then presses Enter
+        await page.keyboard.press("Enter")
+        await page.keyboard.type("111111")
+        await page.keyboard.press("Enter")
+        await expect(page.locator("#void-note")).to_have_text("unknown badge or wrong PIN")
+        await page.keyboard.type("604918")
+        await page.keyboard.press("Enter")
+        voided = await t.next_closed()
+        assert voided.round_id == result.round_id and voided.status == "void"
+        record = t.journal.get_round(result.round_id)
+        assert record is not None
+        [command] = [e.payload for e in record.events if e.kind == "command.void_round"]
+        assert command["by"] == "S-0042" and command["outcome"]["ok"]
+        await expect(page.locator('#banner[data-kind="void"]')).to_be_visible()
 
 
 async def test_a_dealer_signs_in_with_badge_and_pin_and_deals_under_it(

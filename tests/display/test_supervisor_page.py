@@ -14,7 +14,14 @@ from controller.display import DisplayService
 from controller.messages import RoundPayload
 from controller.table import AlarmRaised, Refusal
 from drivers.events import DeviceFault
-from tests.display.conftest import SMALL_KIOSK, kiosk, shot, unavailable, write_secret
+from tests.display.conftest import (
+    SMALL_KIOSK,
+    kiosk,
+    shot,
+    unavailable,
+    write_badges,
+    write_secret,
+)
 from tests.display.test_access import non_loopback_address
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -145,6 +152,33 @@ async def test_a_latched_alarm_is_shown_until_a_named_person_acknowledges_it(
             "SELECT payload FROM events WHERE kind = 'alarm_acknowledged'"
         ).fetchall()
         assert json.loads(row[0])["by"] == "Supervisor Kim"
+
+
+async def test_with_a_supervisors_file_the_acknowledgement_is_by_badge_and_pin(
+    browser: Browser, tmp_path: Path
+) -> None:
+    supervisors = write_badges(tmp_path / "supervisors", {"S-0042": "604918"})
+    extra = f'[display]\nsupervisors_file = "{supervisors}"\n'
+    async with kiosk(browser, tmp_path / "run", path="/supervisor", config_extra=extra) as k:
+        page, t = k.page, k.table
+        for _ in range(3):
+            t.daemon.refused(Refusal("display", "10.9.8.7", "void_round", "wrong_pin", "wrong PIN"))
+        item = page.locator("#latched-list li.latched-alarm")
+        await expect(item).to_have_count(1)
+        await expect(page.locator("#latched-how")).to_contain_text("with badge and PIN")
+        await expect(item.locator(".ack-by")).to_have_attribute("placeholder", "supervisor badge")
+        await item.locator(".ack-by").fill("S-0042")
+        await item.locator(".ack-pin").fill("111111")
+        await item.locator("button").click()
+        await expect(item.locator(".ack-note")).to_have_text("unknown badge or wrong PIN")
+        await item.locator(".ack-pin").fill("604918")
+        await shot(page, "supervisor-acknowledge-by-badge")
+        await item.locator("button").click()
+        await expect(page.locator("#latched")).to_be_hidden()
+        [row] = t.journal._connection.execute(
+            "SELECT payload FROM events WHERE kind = 'alarm_acknowledged'"
+        ).fetchall()
+        assert json.loads(row[0])["by"] == "S-0042"
 
 
 async def test_the_game_protection_panel_shows_a_weak_shuffler_caught(

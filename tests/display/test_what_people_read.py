@@ -158,6 +158,14 @@ async def test_every_ok_button_is_on_screen_at_800x480(browser: Browser, tmp_pat
             await _inside(page, ok)
             await page.locator("#modal-close").click()
             await expect(page.locator("#modal")).to_be_hidden()
+        # A player's setting, then its correction: the supervisor's fields and both buttons.
+        seat = page.locator(".seat.tappable").first
+        await seat.click()
+        await page.locator("#player-house-way").click()
+        await expect(page.locator("#correction")).to_be_visible()
+        await shot(page, "dealer-800x480-correction")
+        await _inside(page, "#correction input, #player-house-way, #player-enter")
+        await page.locator("#modal-close").click()
 
 
 async def test_the_setting_fills_its_box_at_1920x1080(browser: Browser, tmp_path: Path) -> None:

@@ -49,23 +49,24 @@ HMAC_KEY = bytes(range(32))
 ED_KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32, 64)))
 KEYS: dict[str, bytes | Ed25519PublicKey] = {"cms-1": HMAC_KEY, "cms-ed": ED_KEY.public_key()}
 SIGNERS: dict[str, bytes | Ed25519PrivateKey] = {"cms-1": HMAC_KEY, "cms-ed": ED_KEY}
+TABLE = "PG-T1"
 
 #: A valid body of every command kind (before request_id and the signature).
 VALID: dict[str, dict[str, Any]] = {
     "open_table": {},
     "close_table": {},
-    "void_round": {"reason": "cards exposed"},
+    "void_round": {"reason": "cards exposed", "round_id": "PG-T1-01"},
     "set_seats": {"occupied": {"1": True, "2": False}},
     "set_wagers": {"seat": "1", "wagers": {"pai_gow": 25, "chan_chu": 5}},
-    "enter_dice": {"dice": [1, 4, 6]},
-    "player_setting": {"seat": "1", "front": ["As", "Kd"]},
+    "enter_dice": {"dice": [1, 4, 6], "round_id": None},
+    "player_setting": {"seat": "1", "front": ["As", "Kd"], "round_id": "PG-T1-01"},
     "status_request": {},
     "acknowledge_alarm": {"alarm_id": "al-1", "by": "CMS operator 7", "note": "seen"},
     "sign_in": {"dealer_id": "D-1042"},
     "sign_out": {},
     "authenticate": {"nonce": "gat-2026-11-24-0001"},
 }
-AUTH = ("signature", "key_id", "issued_at", "request_id", "kind")
+AUTH = ("signature", "key_id", "issued_at", "request_id", "kind", "table_id", "round_id")
 
 #: Values the audit named, and their neighbours.
 TRICKY: list[Any] = [
@@ -172,7 +173,7 @@ def command_messages(draw: st.DrawFn) -> tuple[str, bytes, bool]:
     key_id = draw(st.sampled_from([*SIGNERS, None]))
     if key_id is not None:
         with contextlib.suppress(UnicodeEncodeError, ValueError):  # unsignable: sent unsigned
-            body = sign(SIGNERS[key_id], key_id, kind, body, NOW)
+            body = sign(SIGNERS[key_id], key_id, kind, body, NOW, table_id=TABLE)
     if draw(st.integers(0, 3)) != 0:
         _mutate(draw, body, [*AUTH, *AUTH, *body], raw)
     text_out = json.dumps(body, ensure_ascii=draw(st.booleans()), allow_nan=True)
@@ -202,7 +203,7 @@ def _carried(exc: CommandRefused, topic: str) -> None:
 @given(command_messages())
 def test_any_command_message_is_a_command_or_a_refusal(message: tuple[str, bytes, bool]) -> None:
     topic, payload, signed = message
-    verifier = CommandVerifier(KEYS, clock=lambda: NOW) if signed else None
+    verifier = CommandVerifier(KEYS, clock=lambda: NOW, table_id=TABLE) if signed else None
     try:
         command = parse_command_message(PREFIX, topic, payload, verifier)
     except CommandRefused as exc:
@@ -224,19 +225,23 @@ def test_the_verifier_alone_signs_off_or_refuses(
 ) -> None:
     """CommandVerifier.verify on a body that never went through JSON (so lone surrogates and
     any value reach it): the command's fields, or SignatureRefused."""
-    body = sign(SIGNERS[key_id], key_id, kind, {**VALID[kind], "request_id": "r-1"}, NOW)
+    body = sign(
+        SIGNERS[key_id], key_id, kind, {**VALID[kind], "request_id": "r-1"}, NOW, table_id=TABLE
+    )
     body.update(changes)
     with contextlib.suppress(SignatureRefused):
-        fields = CommandVerifier(KEYS, clock=lambda: NOW).verify(kind, body)
-        assert not set(fields) & {"signature", "key_id", "issued_at"}
+        fields = CommandVerifier(KEYS, clock=lambda: NOW, table_id=TABLE).verify(kind, body)
+        assert not set(fields) & {"signature", "key_id", "issued_at", "table_id"}
 
 
 @pytest.mark.parametrize("key_id", [*SIGNERS])
 @pytest.mark.parametrize("kind", COMMAND_KINDS)
 def test_the_fuzzers_starting_bodies_are_accepted(kind: str, key_id: str) -> None:
     """So the property above starts from commands that run, not from refusals."""
-    body = sign(SIGNERS[key_id], key_id, kind, {**VALID[kind], "request_id": "r-1"}, NOW)
-    verifier = CommandVerifier(KEYS, clock=lambda: NOW)
+    body = sign(
+        SIGNERS[key_id], key_id, kind, {**VALID[kind], "request_id": "r-1"}, NOW, table_id=TABLE
+    )
+    verifier = CommandVerifier(KEYS, clock=lambda: NOW, table_id=TABLE)
     command = parse_command_message(
         PREFIX, f"{PREFIX}cmd/{kind}", json.dumps(body).encode(), verifier
     )
@@ -244,7 +249,9 @@ def test_the_fuzzers_starting_bodies_are_accepted(kind: str, key_id: str) -> Non
 
 
 def _signed(command: str, **changes: Any) -> bytes:
-    body = sign(HMAC_KEY, "cms-1", command, {**VALID[command], "request_id": "r-9"}, NOW)
+    body = sign(
+        HMAC_KEY, "cms-1", command, {**VALID[command], "request_id": "r-9"}, NOW, table_id=TABLE
+    )
     body.update(changes)
     return json.dumps(body).encode()
 
@@ -274,7 +281,7 @@ def _signed(command: str, **changes: Any) -> bytes:
     ],
 )
 def test_the_audits_findings_are_refusals(payload: bytes, expected: str) -> None:
-    verifier = CommandVerifier(KEYS, clock=lambda: NOW)
+    verifier = CommandVerifier(KEYS, clock=lambda: NOW, table_id=TABLE)
     with pytest.raises(CommandRefused) as refused:
         parse_command_message(PREFIX, f"{PREFIX}cmd/void_round", payload, verifier)
     assert expected in refused.value.error
@@ -298,7 +305,7 @@ async def test_non_ascii_signatures_among_legitimate_commands_end_no_session(
 
     def body(kind: str, request_id: str, **fields: Any) -> bytes:
         return json.dumps(sign(HMAC_KEY, "cms-1", kind, {**fields, "request_id": request_id},
-                               utc_now())).encode()  # fmt: skip
+                               utc_now(), table_id=TABLE)).encode()  # fmt: skip
 
     with structlog.testing.capture_logs() as events:
         async with (
@@ -308,7 +315,7 @@ async def test_non_ascii_signatures_among_legitimate_commands_end_no_session(
             await service.connected.wait()
             assert sub.client is not None
             for n in range(BAD):
-                bad = json.loads(body("void_round", f"bad-{n}", reason="x"))
+                bad = json.loads(body("void_round", f"bad-{n}", reason="x", round_id="PG-T1-x"))
                 bad["signature"] = bad["signature"][:-1] + "é"  # one non-ASCII character
                 await sub.client.publish(f"{PREFIX}cmd/void_round", json.dumps(bad), qos=1)
                 good = body("status_request", f"good-{n}")
@@ -367,10 +374,12 @@ async def test_a_defect_while_parsing_submitting_or_replying_ends_no_session(
     parse = parse_command_message
     publish_acked = publisher._Client.publish_acked
 
-    def parse_with_a_defect(prefix: str, topic: str, payload: bytes, *args: Any) -> Any:
+    def parse_with_a_defect(
+        prefix: str, topic: str, payload: bytes, *args: Any, **kwargs: Any
+    ) -> Any:
         if b"parse-boom" in payload:
             raise RuntimeError("a defect in the parser")
-        return parse(prefix, topic, payload, *args)
+        return parse(prefix, topic, payload, *args, **kwargs)
 
     async def publish_with_a_defect(self: Any, topic: str, payload: bytes, **kw: Any) -> Any:
         if b'"request_id":"reply-boom"' in payload:

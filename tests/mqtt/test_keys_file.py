@@ -28,6 +28,8 @@ PRIVATE = Ed25519PrivateKey.from_private_bytes(bytes(range(32, 64)))
 PUBLIC = PRIVATE.public_key()
 PUBLIC_HEX = PUBLIC.public_bytes_raw().hex()
 PUBLIC_HEX_BYTES = PUBLIC.public_bytes_raw()
+TABLE = "PG-T1"
+VOID = {"reason": "x", "round_id": "PG-T1-01"}
 
 
 def _keys_file(tmp_path: Path, text: str) -> Path:
@@ -40,7 +42,7 @@ def _keys_file(tmp_path: Path, text: str) -> Path:
 def _forged(key: bytes) -> dict[str, object]:
     """A void_round signed with HMAC-SHA256 under ``key``: what anyone holding the published
     public key could make if the table took that key as an HMAC secret."""
-    return sign(key, "cms-ed", "void_round", {"reason": "x", "request_id": "f-1"}, NOW)
+    return sign(key, "cms-ed", "void_round", {**VOID, "request_id": "f-1"}, NOW, table_id=TABLE)
 
 
 def test_a_public_key_written_as_an_untyped_line_is_refused_not_taken_as_a_secret(
@@ -52,7 +54,8 @@ def test_a_public_key_written_as_an_untyped_line_is_refused_not_taken_as_a_secre
     with pytest.raises(ValueError) as refused:
         keys = read_keys(path)
         # Only reached with the old reader: show what it let through.
-        CommandVerifier(keys, clock=lambda: NOW).verify("void_round", _forged(PUBLIC_HEX_BYTES))
+        verifier = CommandVerifier(keys, clock=lambda: NOW, table_id=TABLE)
+        verifier.verify("void_round", _forged(PUBLIC_HEX_BYTES))
     said = str(refused.value)
     assert said.startswith(f"{path}:2: ")
     assert "does not say its type" in said
@@ -65,11 +68,13 @@ def test_the_typed_public_key_does_not_verify_an_hmac_made_with_its_bytes(tmp_pa
     path = _keys_file(tmp_path, f"cms-ed ed25519 {PUBLIC_HEX}\n")
     keys = read_keys(path)
     assert isinstance(keys["cms-ed"], Ed25519PublicKey)
-    verifier = CommandVerifier(keys, clock=lambda: NOW)
+    verifier = CommandVerifier(keys, clock=lambda: NOW, table_id=TABLE)
     with pytest.raises(SignatureRefused, match="wrong signature"):
         verifier.verify("void_round", _forged(PUBLIC_HEX_BYTES))
-    genuine = sign(PRIVATE, "cms-ed", "void_round", {"reason": "x", "request_id": "g-1"}, NOW)
-    assert verifier.verify("void_round", genuine) == {"reason": "x", "request_id": "g-1"}
+    genuine = sign(
+        PRIVATE, "cms-ed", "void_round", {**VOID, "request_id": "g-1"}, NOW, table_id=TABLE
+    )
+    assert verifier.verify("void_round", genuine) == {**VOID, "request_id": "g-1"}
 
 
 def test_an_untyped_secret_is_refused_with_what_to_write_instead(tmp_path: Path) -> None:
@@ -134,7 +139,7 @@ def test_a_file_that_is_not_text_is_refused_naming_it(tmp_path: Path) -> None:
 def _sign_command(*args: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
-        code = cli(["sign-command", "void_round", '{"reason": "x"}', *args])
+        code = cli(["sign-command", "void_round", json.dumps(VOID), "--table-id", TABLE, *args])
     return code, out.getvalue(), err.getvalue()
 
 
@@ -143,7 +148,7 @@ def test_sign_command_reads_the_typed_keys_file_and_refuses_the_old_form(tmp_pat
     code, out, _ = _sign_command("--keys-file", str(path), "--key-id", "cms-1")
     assert code == 0
     body = json.loads(out)
-    verifier = CommandVerifier(read_keys(path), window=3600.0)
+    verifier = CommandVerifier(read_keys(path), window=3600.0, table_id=TABLE)
     assert verifier.verify("void_round", body)["reason"] == "x"
     # A public key signs nothing: sign-command says which key it needs.
     code, _, err = _sign_command("--keys-file", str(path), "--key-id", "cms-ed")

@@ -22,6 +22,7 @@ from tests.mqtt.conftest import PREFIX, Subscriber, mqtt_section, on, validate_m
 
 KEY = bytes(range(32))
 OTHER = bytes(range(1, 33))
+VECTOR_ROUND = "PG-07-01M86FVP3SQ8ZK4M2V6T0RXW3B"
 
 
 def test_the_documented_test_vector() -> None:
@@ -31,15 +32,29 @@ def test_the_documented_test_vector() -> None:
         KEY,
         "cms-1",
         "void_round",
-        {"reason": "cards exposed", "request_id": "r-0001"},
+        {"reason": "cards exposed", "request_id": "r-0001", "round_id": VECTOR_ROUND},
         datetime(2026, 11, 24, 10, 0, tzinfo=UTC),
+        table_id="PG-07",
     )
     assert canonical("void_round", signed) == (
         b'void_round\n{"issued_at":"2026-11-24T10:00:00.000Z","key_id":"cms-1",'
-        b'"reason":"cards exposed","request_id":"r-0001"}'
+        b'"reason":"cards exposed","request_id":"r-0001",'
+        b'"round_id":"PG-07-01M86FVP3SQ8ZK4M2V6T0RXW3B","table_id":"PG-07"}'
     )
     assert signed["signature"] == (
-        "8d8fc676f90da1768d1310beae9fd5ce06eb61cad3c7f9f59998828a0dceebf8"
+        "986ead3a9e689f0582ce6eb8e50dd8a3c3938588103920867e124cb8769edac2"
+    )
+
+
+def test_the_documented_openssl_command_reproduces_the_vector() -> None:
+    """docs/mqtt.md's openssl line, run as written there."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "mqtt.md").read_text()
+    [line] = [x for x in docs.splitlines() if x.startswith("printf 'void_round")]
+    script = line.rstrip(" \\") + (" | openssl dgst -sha256 -mac HMAC -macopt hexkey:" + KEY.hex())
+    assert f"hexkey:{KEY.hex()}" in docs
+    done = subprocess.run(["sh", "-c", script], check=True, capture_output=True, text=True)
+    assert done.stdout.split()[-1] == (
+        "986ead3a9e689f0582ce6eb8e50dd8a3c3938588103920867e124cb8769edac2"
     )
 
 
@@ -57,6 +72,7 @@ def _body(kind: str, request_id: str, key: bytes = KEY, age: float = 0, **fields
         kind,
         {**fields, "request_id": request_id},
         utc_now() - timedelta(seconds=age),
+        table_id="PG-T1",
     )
     return json.dumps(signed).encode()
 
@@ -83,20 +99,26 @@ async def test_signed_commands_run_and_everything_else_is_refused(
 
         unsigned = await send("void_round", b'{"reason": "x", "request_id": "u-1"}')
         assert not unsigned["ok"] and "not signed" in unsigned["error"]
-        forged = await send("void_round", _body("void_round", "f-1", key=OTHER, reason="x"))
+        forged = await send(
+            "void_round",
+            _body("void_round", "f-1", key=OTHER, reason="x", round_id=settled.round_id),
+        )
         assert not forged["ok"] and "wrong signature" in forged["error"]
-        tampered = json.loads(_body("void_round", "t-1", reason="x"))
+        tampered = json.loads(_body("void_round", "t-1", reason="x", round_id=settled.round_id))
         tampered["reason"] = "changed after signing"
         changed = await send("void_round", json.dumps(tampered).encode())
         assert not changed["ok"] and "wrong signature" in changed["error"]
-        unknown = json.loads(_body("void_round", "k-1", reason="x"))
+        unknown = json.loads(_body("void_round", "k-1", reason="x", round_id=settled.round_id))
         unknown["key_id"] = "mallory"
         nokey = await send("void_round", json.dumps(unknown).encode())
         assert not nokey["ok"] and "unknown key_id" in nokey["error"]
-        stale = await send("void_round", _body("void_round", "s-1", age=300, reason="x"))
+        stale = await send(
+            "void_round",
+            _body("void_round", "s-1", age=300, reason="x", round_id=settled.round_id),
+        )
         assert not stale["ok"] and "window" in stale["error"]
         assert (await send("status_request", b'{"request_id": "ro-1"}'))["ok"]  # read-only
-        legit = _body("void_round", "v-1", reason="cards exposed")
+        legit = _body("void_round", "v-1", reason="cards exposed", round_id=settled.round_id)
         accepted = await send("void_round", legit)
         assert accepted["ok"], accepted
         voided = await t.next_closed()
@@ -142,7 +164,10 @@ async def test_refusals_are_journaled_alarmed_and_a_flood_is_refused_not_dropped
             return dict((await sub.until(on(f"{PREFIX}reply/{kind}"))).json)
 
         for n in range(3):  # three forgeries: journaled, then one critical alarm
-            forged = await send("void_round", _body("void_round", f"f-{n}", key=OTHER, reason="x"))
+            forged = await send(
+                "void_round",
+                _body("void_round", f"f-{n}", key=OTHER, reason="x", round_id="PG-T1-any"),
+            )
             assert not forged["ok"]
         alarm = await sub.until(on(f"{PREFIX}alarm"))
         validate_message(alarm)
@@ -238,6 +263,7 @@ async def test_ed25519_signed_commands_with_keys_made_by_openssl(
 
     def signed(private: Path, request_id: str) -> bytes:
         options = ["--private-key", str(private), "--key-id", "cms-ed", "--request-id", request_id]
+        options += ["--table-id", "PG-T1"]
         done = subprocess.run(
             [sys.executable, "-m", "controller.cli", "sign-command", "close_table", "{}", *options],
             check=True,

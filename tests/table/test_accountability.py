@@ -1,6 +1,7 @@
 """Who did what, in the pure table (issue 14, docs/audit.md): latched critical alarms and their
-acknowledgement, dealer sign-in and rotations, a player's setting entered twice (a correction),
-and commands refused before the table (alarmed once a source keeps failing)."""
+acknowledgement, dealer sign-in and rotations, a player's setting entered twice (a correction:
+only with a supervisor and a reason, alarmed, and limited a round and an hour), a void naming
+its supervisor, and commands refused before the table (alarmed once a source keeps failing)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.messages import AcknowledgeAlarm, PlayerSetting, SignIn, SignOut
+from controller.messages import (
+    AcknowledgeAlarm,
+    PlayerSetting,
+    RoundPayload,
+    SeatOut,
+    SignIn,
+    SignOut,
+    VoidRound,
+)
 from controller.table import (
     AlarmAcknowledged,
     AlarmRaised,
@@ -111,31 +120,153 @@ def test_every_round_records_who_dealt_and_a_rotation_is_said() -> None:
     assert not _reply(table.handle(SignOut())).ok
 
 
+def _settled(table: Table, seed: int = 4) -> RoundPayload:
+    [result] = closed(run(table, [rng(seed % 7 + 1), *packet_events(shuffled(seed))]))
+    return result.payload
+
+
+def _correct(seat: SeatOut, **fields: str) -> PlayerSetting:
+    """Seat ``seat``'s setting entered again (front: its first two cards)."""
+    return PlayerSetting(seat=seat.seat, front=(seat.cards[0], seat.cards[1]), **fields)
+
+
 def test_a_setting_entered_again_is_a_correction_of_the_earlier_one() -> None:
     table, _ = make_table()
     table.handle(SignIn(dealer_id="D-17"))
-    [result] = closed(run(table, [rng(4), *packet_events(shuffled(4))]))
-    round_id = result.payload.round_id
-    seat = result.payload.seats[0]
+    result = _settled(table)
+    round_id = result.round_id
+    seat = result.seats[0]
     first = [e for e in table.handle(PlayerSetting(seat=seat.seat, house_way=True))]
     [p1] = [e.payload for e in first if isinstance(e, PlayerSettled)]
     assert p1.setting_id == f"{round_id}/{seat.seat}/1" and p1.corrects is None
-    assert p1.dealer_id == "D-17"
-    front = (seat.cards[0], seat.cards[1])
-    second = table.handle(PlayerSetting(seat=seat.seat, front=front))
+    assert p1.dealer_id == "D-17" and p1.by is None
+    assert not any(isinstance(e, AlarmRaised) for e in first)  # a first entry alarms nobody
+    # Entered again: a correction, which needs a supervisor and a reason (docs/audit.md).
+    second = table.handle(_correct(seat, by="S-0042", reason="keyed the wrong cards"))
     [p2] = [e.payload for e in second if isinstance(e, PlayerSettled)]
     assert p2.setting_id == f"{round_id}/{seat.seat}/2" and p2.corrects == p1.setting_id
-    third = table.handle(PlayerSetting(seat=seat.seat, house_way=True))
+    assert (p2.by, p2.reason) == ("S-0042", "keyed the wrong cards")
+    third = table.handle(
+        PlayerSetting(seat=seat.seat, house_way=True, by="S-0042", reason="asked for House Way")
+    )
     [p3] = [e.payload for e in third if isinstance(e, PlayerSettled)]
     assert p3.corrects == p2.setting_id
     # Another seat's first entry is no correction.
-    other = result.payload.seats[1]
+    other = result.seats[1]
     [q] = [
         e.payload
         for e in table.handle(PlayerSetting(seat=other.seat, house_way=True))
         if isinstance(e, PlayerSettled)
     ]
     assert q.corrects is None and q.setting_id.endswith("/1")
+
+
+def test_a_correction_without_a_supervisor_or_a_reason_is_refused() -> None:
+    """The outside audit: a correction needed no PIN and no reason, and raised nothing."""
+    table, _ = make_table()
+    seat = _settled(table).seats[0]
+    entered = table.handle(PlayerSetting(seat=seat.seat, house_way=True))
+    [first] = [e.payload for e in entered if isinstance(e, PlayerSettled)]
+    # The attack as the audit sent it: the seat's setting simply entered again.
+    attack = table.handle(_correct(seat))
+    assert not _reply(attack).ok and not any(isinstance(e, PlayerSettled) for e in attack)
+    for attempt, why in (
+        (_correct(seat), "a correction needs a supervisor (badge and PIN) and a reason"),
+        (_correct(seat, reason="keyed wrong"), "a correction needs a supervisor"),
+        (_correct(seat, by="S-0042"), "needs a reason"),
+        (_correct(seat, by="S-0042", reason="   "), "needs a reason"),
+    ):
+        effects = table.handle(attempt)
+        reply = _reply(effects)
+        assert not reply.ok and why in (reply.error or ""), reply.error
+        assert effects == [reply]  # nothing settled, nothing else changed
+    r = table.round
+    assert r is not None and r.players[seat.seat] == first and r.corrections == 0
+
+
+def test_a_correction_raises_a_warning_naming_the_supervisor() -> None:
+    table, clock = make_table()
+    result = _settled(table)
+    seat = result.seats[0]
+    table.handle(PlayerSetting(seat=seat.seat, house_way=True))
+    effects = table.handle(_correct(seat, by="S-0042", reason="keyed the wrong cards"))
+    assert _reply(effects).ok
+    [alarm] = [e.payload for e in effects if isinstance(e, AlarmRaised)]
+    assert (alarm.code, alarm.severity, alarm.by) == ("setting_corrected", "warning", "S-0042")
+    assert alarm.round_id == result.round_id and alarm.raised_at == clock.now
+    assert not alarm.ack_required and table.latched == {}  # seen on the supervisor page
+    assert f"seat {seat.seat}'s setting in round #{result.round_seq}" in alarm.detail
+    assert "corrected by S-0042: keyed the wrong cards" in alarm.detail
+
+
+def test_corrections_are_limited_per_round() -> None:
+    table, _ = make_table()
+    table.limit_corrections(per_round=1, per_hour=10)
+    seat = _settled(table).seats[0]
+    table.handle(PlayerSetting(seat=seat.seat, house_way=True))
+    assert _reply(table.handle(_correct(seat, by="S-0042", reason="wrong cards"))).ok
+    effects = table.handle(_correct(seat, by="S-0042", reason="once more"))
+    reply = _reply(effects)
+    assert not reply.ok
+    assert reply.error == (
+        f"the correction of seat {seat.seat}'s setting is refused: round #1 has had 1 "
+        "correction(s), the most [limits] corrections_per_round allows; the entry stands"
+    )
+    assert not any(isinstance(e, PlayerSettled) for e in effects)
+    [alarm] = [e.payload for e in effects if isinstance(e, AlarmRaised)]
+    assert (alarm.code, alarm.severity, alarm.by) == ("correction_refused", "warning", "S-0042")
+    # The next round has its own count.
+    seat = _settled(table, seed=5).seats[0]
+    table.handle(PlayerSetting(seat=seat.seat, house_way=True))
+    assert _reply(table.handle(_correct(seat, by="S-0042", reason="wrong cards"))).ok
+
+
+def test_corrections_are_limited_per_hour_across_rounds() -> None:
+    table, clock = make_table()
+    table.limit_corrections(per_round=5, per_hour=2)
+    for seed in (4, 5):
+        seat = _settled(table, seed).seats[0]
+        table.handle(PlayerSetting(seat=seat.seat, house_way=True))
+        assert _reply(table.handle(_correct(seat, by="S-0042", reason="wrong"))).ok
+        clock.now += timedelta(minutes=20)
+    seat = _settled(table, 6).seats[0]
+    table.handle(PlayerSetting(seat=seat.seat, house_way=True))
+    refused = _reply(table.handle(_correct(seat, by="S-0042", reason="wrong")))
+    assert not refused.ok and "2 correction(s) in the last hour at this table, the most " in (
+        refused.error or ""
+    )
+    clock.now += timedelta(minutes=21)  # the first correction is now over an hour old
+    assert _reply(table.handle(_correct(seat, by="S-0042", reason="wrong"))).ok
+
+
+def test_no_corrections_at_all_when_the_limit_is_zero() -> None:
+    table, _ = make_table()
+    table.limit_corrections(per_round=0, per_hour=0)
+    seat = _settled(table).seats[0]
+    table.handle(PlayerSetting(seat=seat.seat, house_way=True))
+    reply = _reply(table.handle(_correct(seat, by="S-0042", reason="wrong")))
+    assert not reply.ok and "corrections are off at this table" in (reply.error or "")
+
+
+def test_a_journal_refusal_rolls_back_the_correction_counts() -> None:
+    table, _ = make_table()
+    table.limit_corrections(per_round=1, per_hour=1)
+    seat = _settled(table).seats[0]
+    table.handle(PlayerSetting(seat=seat.seat, house_way=True))
+    snapshot = table.snapshot()
+    assert _reply(table.handle(_correct(seat, by="S-0042", reason="wrong"))).ok
+    table.restore(snapshot)  # the journal refused the correction's writes
+    assert _reply(table.handle(_correct(seat, by="S-0042", reason="wrong"))).ok
+
+
+def test_a_void_names_the_supervisor_who_allowed_it() -> None:
+    table, _ = make_table()
+    result = _settled(table)
+    effects = table.handle(VoidRound(reason="cards exposed", by="S-0042"))
+    assert _reply(effects).ok
+    [alarm] = [e.payload for e in effects if isinstance(e, AlarmRaised)]
+    assert (alarm.code, alarm.by) == ("round_voided", "S-0042")
+    assert f"round {result.round_id} voided by S-0042 after settlement" in alarm.detail
 
 
 def _refusal(source: str, reason: str = "wrong_pin") -> Refusal:
@@ -187,3 +318,23 @@ def test_alarms_follow_the_count_per_source_and_window(steps: list[tuple[str, in
         expected += count == table.refusals_before_alarm
         raised += sum(isinstance(e, AlarmRaised) for e in table.handle(_refusal(source)))
     assert raised == expected
+
+
+def test_dice_naming_another_round_are_refused_where_they_would_act() -> None:
+    """The MQTT layer checks a signed enter_dice's round when it arrives; the table checks it
+    again when it acts, so dice meant for a deal that just ended never reach the next one."""
+    from controller.messages import EnterDice
+    from drivers.events import DealStarted
+
+    table, _ = make_table()
+    table.handle(DealStarted(device="shuffler", shuffle_id="s-1"))
+    dealing = table.round
+    assert dealing is not None
+    late = table.handle(EnterDice(dice=(1, 2, 3), round_id="PG-01-OLD"))
+    reply = next(e for e in late if isinstance(e, CommandReply))
+    assert not reply.ok and "nothing was changed" in (reply.error or "")
+    assert table.round is dealing and dealing.draw is None
+    between = table.handle(EnterDice(dice=(1, 2, 3), round_id=None))
+    assert not next(e for e in between if isinstance(e, CommandReply)).ok
+    right = table.handle(EnterDice(dice=(1, 2, 3), round_id=dealing.round_id))
+    assert next(e for e in right if isinstance(e, CommandReply)).ok

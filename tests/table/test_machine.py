@@ -328,7 +328,11 @@ def test_player_setting_after_the_dealer_settles_the_pai_gow_wager() -> None:
         from controller.game.setting import Setting
 
         if Setting.from_front(cards, (a, b)).is_foul:
-            effects = table.handle(PlayerSetting(seat="1", front=(str(a), str(b))))
+            # Seat 1's second entry: a correction, which needs a supervisor and a reason.
+            correction = PlayerSetting(
+                seat="1", front=(str(a), str(b)), by="S-0042", reason="keyed wrong"
+            )
+            effects = table.handle(correction)
             payload = next(e.payload for e in effects if isinstance(e, PlayerSettled))
             assert payload.foul and payload.pai_gow["outcome"] == "lose" and payload.win == -25
             break

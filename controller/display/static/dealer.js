@@ -1,6 +1,8 @@
 // The dealer's table monitor: the dealer's hand set by the House Way, the first-packet position,
 // the banners, each seat's side-wager results, and the dealer's input (dice, seats, a player's
 // setting, void). Everything arrives over the live stream; every value is shown as text.
+// A void and a correction of a player's setting need a supervisor: badge and PIN when the table
+// has a supervisors file (controls.supervisor "badge"), else the shared void PIN (and a name).
 
 import {
   $, api, cap, cardFace, cardRow, clock, el, fill, lineName, live, pays, positionText, renderFault,
@@ -13,7 +15,7 @@ const S = {
   occupied: {},
   round: null,
   players: {},
-  controls: { dealer_input: false, void_enabled: false },
+  controls: { dealer_input: false, void_enabled: false, supervisor: "shared_pin" },
   dismissed: new Set(),
   modal: null,
 };
@@ -155,7 +157,7 @@ function paiGowBadge(label, two_jacks) {
   return el("span", { class: ["badge", outcome === "win" ? "win" : outcome === "push" ? "push" : "lose"], dataset: { outcome } },
     words[outcome] || outcome, player.house_way ? el("small", { text: " house way" }) : null,
     // A setting entered again replaces the earlier one: say so, as the feed does (corrects).
-    player.corrects ? el("small", { class: "corrected", text: " corrected", title: `replaces ${player.corrects}` }) : null);
+    player.corrects ? el("small", { class: "corrected", text: " corrected", title: `replaces ${player.corrects}${player.by ? ` · by ${player.by}: ${player.reason}` : ""}` }) : null);
 }
 
 function renderSeats() {
@@ -239,8 +241,10 @@ function renderControls() {
   const voidBtn = $("#btn-void");
   voidBtn.hidden = !c.dealer_input;
   voidBtn.disabled = !c.void_enabled;
-  const shortPin = !c.void_enabled && (c.void_problem || "").includes("digits");
-  voidBtn.textContent = c.void_enabled ? "Void round" : shortPin ? "Void: PIN too short" : "Void: no PIN configured";
+  const problem = c.void_enabled ? "" : c.void_problem || "";
+  voidBtn.textContent = c.void_enabled ? "Void round"
+    : problem.includes("supervisors file") ? "Void: supervisors file unreadable"
+      : problem.includes("digits") ? "Void: PIN too short" : "Void: no PIN configured";
   voidBtn.title = c.void_enabled ? "" : c.void_problem || "Voiding from this screen is disabled: no void PIN is configured";
   const dealerBtn = $("#btn-dealer");
   dealerBtn.hidden = !c.dealer_input || !c.sign_in_enabled;
@@ -349,11 +353,15 @@ function openVoid() {
   let reason = "Cards exposed";
   let shown;
   let note;
+  let badge = null; // with a supervisors file: the supervisor's badge (a badge reader types it)
+  const badges = S.controls.supervisor === "badge";
   const reasons = ["Cards exposed", "Misdeal called by the floor", "Wrong position", "Device fault", "Other"];
   const draw = () => { shown.textContent = pin ? "•".repeat(pin.length) : "PIN"; };
   const submit = async () => {
     const round = S.round;
-    const reply = await api("/api/void", { method: "POST", body: { pin, reason, round_id: round ? round.round_id : null } });
+    const body = { pin, reason, round_id: round ? round.round_id : null };
+    if (badge) body.badge = badge.value.trim();
+    const reply = await api("/api/void", { method: "POST", body });
     pin = ""; draw();
     if (reply.ok) { closeModal(); say("Round voided", "ok"); }
     else { note.textContent = reply.error || "refused"; note.dataset.kind = "error"; }
@@ -366,10 +374,13 @@ function openVoid() {
   };
   openModal("Void this round", (body) => {
     shown = el("div", { class: "pin-shown", id: "pin-shown" });
-    note = el("div", { class: "pin-note", id: "void-note", text: "A voided round's results no longer count. The supervisor sees every void." });
+    note = el("div", { class: "pin-note", id: "void-note", text: badges
+      ? "A supervisor's badge and PIN: the void is recorded under that badge. A voided round's results no longer count."
+      : "A voided round's results no longer count. The supervisor sees every void." });
+    if (badges) badge = el("input", { class: "badge-input", id: "void-badge", type: "text", placeholder: "Supervisor badge", autocomplete: "off", spellcheck: "false", maxlength: "32", "aria-label": "supervisor badge" });
     body.append(
       el("div", { class: "void-layout" },
-        el("div", { class: "void-reasons" }, reasons.map((r) => el("button", {
+        el("div", { class: "void-reasons" }, badge, reasons.map((r) => el("button", {
           class: ["btn", "reason", r === reason && "chosen"], type: "button", text: r,
           onclick: (e) => { reason = r; body.querySelectorAll(".void-reasons .btn").forEach((b) => b.classList.toggle("chosen", b === e.currentTarget)); },
         }))),
@@ -379,7 +390,12 @@ function openVoid() {
       note);
     draw();
   });
+  if (badge) badge.focus(); // a badge reader types the badge and presses Enter; then the PIN
   S.modal.keys = (key) => {
+    if (badge && document.activeElement === badge) {
+      if (key === "Enter") { badge.blur(); return true; }
+      return false;
+    }
     if (/^[0-9]$/.test(key)) { press(key); return true; }
     if (key === "Backspace") { press("⌫"); return true; }
     if (key === "Enter") { press("OK"); return true; }
@@ -446,6 +462,11 @@ function openPlayer(label) {
   let preview;
   let enter;
   let cardsBox;
+  let correction; // shown once the seat has an entry: entering again is a correction
+  let who;
+  let pinBox;
+  let why;
+  const badges = S.controls.supervisor === "badge";
   const outcomeWords = { win: "Player WINS the Pai Gow wager", push: "PUSH", lose: "Player LOSES the Pai Gow wager" };
   const showResult = (data, entered) => {
     const foul = data.foul;
@@ -467,11 +488,32 @@ function openPlayer(label) {
     if (reply.ok) showResult(reply, false);
     else fill(preview, el("div", { class: "pv-hint error", text: reply.error || "refused" }));
   };
+  const showCorrection = () => { correction.hidden = !S.players[label]; };
   const send = async (body) => {
-    const reply = await api("/api/player-setting", { method: "POST", body: { seat: label, round_id: roundId, ...body } });
+    const sent = { seat: label, round_id: roundId, ...body };
+    if (S.players[label]) {
+      // The seat's setting was entered already: this is a correction (docs/audit.md).
+      const person = who.value.trim();
+      const reason = why.value.trim();
+      if (!S.controls.void_enabled) {
+        fill(preview, el("div", { class: "pv-hint error", text: S.controls.void_problem || "Corrections need a supervisor: none is configured at this table" }));
+        return;
+      }
+      if (!person || !pinBox.value || !reason) {
+        fill(preview, el("div", { class: "pv-hint error", id: "correction-missing", text: badges
+          ? "A correction needs the supervisor's badge, PIN and a reason"
+          : "A correction needs the supervisor's name, the void PIN and a reason" }));
+        return;
+      }
+      Object.assign(sent, badges ? { badge: person } : { by: person }, { pin: pinBox.value, reason });
+    }
+    const reply = await api("/api/player-setting", { method: "POST", body: sent });
+    if (pinBox) pinBox.value = "";
     if (reply.ok && reply.data) {
       S.players[label] = reply.data;
       showResult({ setting: reply.data.setting, foul: reply.data.foul, pai_gow: reply.data.pai_gow }, true);
+      if (reply.data.corrects) { who.value = ""; why.value = ""; }
+      showCorrection();
       renderSeats();
     } else {
       fill(preview, el("div", { class: "pv-hint error", text: reply.error || "refused" }));
@@ -482,11 +524,20 @@ function openPlayer(label) {
       cardFace(c, "lg", { tabindex: "0", onclick: () => tap(c) })));
     preview = el("div", { class: "preview", id: "player-preview" }, el("div", { class: "pv-hint", text: "Tap the two cards the player puts in front" }));
     enter = el("button", { class: "btn primary big", id: "player-enter", type: "button", disabled: true, text: "Enter setting", onclick: () => send({ front }) });
-    body.append(cardsBox, preview, el("div", { class: "modal-actions" },
+    who = el("input", { class: "badge-input", id: "correction-badge", type: "text", autocomplete: "off", spellcheck: "false", maxlength: badges ? "32" : "64",
+      placeholder: badges ? "Supervisor badge" : "Supervisor's name", "aria-label": badges ? "supervisor badge" : "supervisor's name" });
+    pinBox = el("input", { class: "badge-input", id: "correction-pin", type: "password", inputmode: "numeric", autocomplete: "off", maxlength: "16",
+      placeholder: badges ? "Supervisor PIN" : "Void PIN", "aria-label": "supervisor PIN" });
+    why = el("input", { class: "badge-input", id: "correction-reason", type: "text", autocomplete: "off", maxlength: "200", placeholder: "Reason (e.g. keyed the wrong cards)", "aria-label": "reason for the correction" });
+    correction = el("div", { class: "correction", id: "correction" },
+      el("div", { class: "correction-head", text: "Already entered: entering it again is a correction. A supervisor allows it; it is recorded under their " + (badges ? "badge" : "name") + " with the reason, and the pit is alerted." }),
+      el("div", { class: "correction-fields" }, who, pinBox, why));
+    body.append(cardsBox, preview, correction, el("div", { class: "modal-actions" },
       el("button", { class: "btn big", id: "player-house-way", type: "button", text: "House Way", onclick: () => send({ house_way: true }) }),
       enter));
     const existing = S.players[label];
     if (existing) showResult({ setting: existing.setting, foul: existing.foul, pai_gow: existing.pai_gow }, true);
+    showCorrection();
   });
   S.modal.roundId = roundId;
 }

@@ -6,7 +6,7 @@ import {
   timeText,
 } from "./common.js";
 
-const S = { table: { seats: [] }, status: {}, devices: {}, round: null, alarms: [], query: "", offset: 0, limit: 25, selected: null };
+const S = { table: { seats: [] }, status: {}, devices: {}, round: null, alarms: [], query: "", offset: 0, limit: 25, selected: null, controls: {} };
 const STATUS_COLOURS = { settled: "#2fbf71", dead: "#d7263d", misdeal: "#f08a24", void: "#8a969c", open: "#4ea8de" };
 const SIDE_NAMES = { chan_chu: "Chan Chu", jacks_beat: "Jacks Beat", push_ace_high: "Ace High" };
 const seatOf = (position) => (S.table.seats.find((s) => s.position === position) || {}).seat || String(position);
@@ -32,16 +32,27 @@ function renderLatched() {
   $("#latched-count").textContent = String(latched.length);
   const dealer = S.status.dealer_id;
   $("#dealer").textContent = dealer ? `Dealer ${dealer}` : "No dealer signed in";
+  // With a supervisors file the acknowledgement is by badge and PIN and names the badge; without
+  // one, the shared void PIN and a name typed beside it (which nobody checks).
+  const badges = S.controls.supervisor === "badge";
+  $("#latched-how").textContent = badges
+    ? "A supervisor acknowledges them with badge and PIN (recorded under the badge), or the casino's system by a signed command."
+    : "A named person acknowledges them with the supervisor's PIN (the name is recorded as typed), or the casino's system by a signed command.";
   fill($("#latched-list"), ...latched.map((a) => {
     const note = el("span", { class: "ack-note", role: "status" });
-    const by = el("input", { class: "ack-by", type: "text", placeholder: "your name or badge", maxlength: "64", "aria-label": "acknowledged by" });
+    const by = el("input", {
+      class: "ack-by", type: "text", maxlength: badges ? "32" : "64", autocomplete: "off", spellcheck: "false",
+      placeholder: badges ? "supervisor badge" : "your name", "aria-label": badges ? "supervisor badge" : "acknowledged by",
+    });
     const pin = el("input", { class: "ack-pin", type: "password", inputmode: "numeric", placeholder: "PIN", maxlength: "16", "aria-label": "supervisor PIN" });
     const form = el("form", { class: "ack-form" }, by, pin,
       el("button", { class: "btn", type: "submit", text: "Acknowledge" }), note);
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
       note.textContent = "…";
-      const answer = await api("/api/alarms/acknowledge", { method: "POST", body: { alarm_id: a.alarm_id, by: by.value.trim(), pin: pin.value } });
+      const who = by.value.trim();
+      const body = { alarm_id: a.alarm_id, pin: pin.value, ...(badges ? { badge: who } : { by: who }) };
+      const answer = await api("/api/alarms/acknowledge", { method: "POST", body });
       pin.value = "";
       note.textContent = answer.ok ? "acknowledged" : (answer.error || "refused");
     });
@@ -337,7 +348,8 @@ async function showRound(roundId) {
     parts.push(section("Players' settings", el("ul", { class: "players" }, players.map((p) => el("li", {},
       el("b", { text: `Seat ${p.seat}` }), cardRow(p.setting.front, "sm"), cardRow(p.setting.back, "sm"),
       el("span", { class: p.foul ? "lose" : "", text: p.foul ? "FOUL · loses" : `Pai Gow ${p.pai_gow.outcome} (${lineName(p.pai_gow.reason)})` }),
-      p.house_way ? el("small", { text: "house way" }) : null)))));
+      p.house_way ? el("small", { text: "house way" }) : null,
+      p.corrects ? el("small", { class: "correction", text: `correction by ${p.by || "nobody named"}: ${p.reason || "no reason given"}` }) : null)))));
   }
   if ((res.positions || []).length && !(res.seats || []).length) {
     parts.push(section("Packets as dealt", el("ul", { class: "positions" }, res.positions.map((p) => el("li", {},
@@ -372,6 +384,7 @@ function refreshSoon() {
 const handlers = {
   snapshot(data) {
     S.table = data.table; S.status = data.status || {}; S.devices = data.devices || {}; S.round = data.round; S.alarms = data.alarms || [];
+    S.controls = data.controls || {};
     renderHeader(); renderLatched(); renderDevices(); renderAlarms(); loadOverview(); loadProtection();
     loadRounds(); // after the seat map: history rows name seats, not positions
   },
