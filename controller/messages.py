@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from controller.catalogue import ALARM_CODES
 from controller.clock import iso
 
 SeatLabel = Annotated[str, Field(min_length=1, max_length=8)]
@@ -187,7 +188,11 @@ class AlarmPayload(Payload):
     SCHEMA: ClassVar[str] = "paigow.alarm"
     TOPIC: ClassVar[str] = "alarm"
 
-    code: str = Field(description="deck_integrity, device_fault, frame_error, deal_timeout, ...")
+    code: str = Field(
+        description="what happened; every code, its severity, whether it latches and what to do "
+        "are in docs/alarms.md (controller/catalogue.py)",
+        json_schema_extra={"enum": list(ALARM_CODES)},
+    )
     severity: Literal["info", "warning", "critical"]
     detail: str
     device: str | None = None
