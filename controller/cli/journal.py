@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 
 
@@ -82,6 +83,20 @@ def cmd_verify_archive(args: argparse.Namespace) -> int:
     return worst
 
 
+def cmd_backup(args: argparse.Namespace) -> int:
+    from controller.journal.maintenance import backup_journal
+
+    try:
+        report = backup_journal(args.journal, args.to, keep=args.keep)
+    except (OSError, sqlite3.Error) as exc:
+        print(f"journal backup: {exc}", file=sys.stderr, flush=True)
+        return 1
+    print(f"{report.path}: {report.detail}", file=sys.stdout if report.ok else sys.stderr)
+    for old in report.removed:
+        print(f"removed {old} (keeping the newest {args.keep})", flush=True)
+    return 0 if report.ok else 1
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "journal",
@@ -106,3 +121,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     v.add_argument("files", nargs="+")
     v.add_argument("--key-file", help="check a signed export's signature with this key (hex)")
     v.set_defaults(func=cmd_verify_archive)
+    b = actions.add_parser(
+        "backup",
+        help="an online copy, verified (integrity and hash chain), the oldest rotated out",
+        description="A copy of the journal made while the daemon runs (SQLite's backup API), "
+        "checked by SQLite and by audit verify; exit 1 and a '.bad' file if it does not verify. "
+        "systemd/paigow-table-backup.timer runs it daily (docs/operations.md).",
+    )
+    b.add_argument("--journal", required=True, help="the journal file")
+    b.add_argument("--to", required=True, help="the backup directory")
+    b.add_argument("--keep", type=int, default=14, help="good copies kept (default 14)")
+    b.set_defaults(func=cmd_backup)

@@ -563,3 +563,62 @@ def print_progress(stream: TextIO = sys.stderr) -> Callable[[str, int], None]:
         print(f"  {table}: {count} rows …", file=stream, flush=True)
 
     return show
+
+
+# --- backups -------------------------------------------------------------------------------------
+
+BACKUP_PREFIX = "journal-"
+
+
+@dataclass(frozen=True, slots=True)
+class BackupReport:
+    path: Path
+    ok: bool
+    detail: str
+    removed: tuple[Path, ...] = ()
+
+
+def backup_journal(
+    journal: str | os.PathLike[str],
+    directory: str | os.PathLike[str],
+    *,
+    keep: int = 14,
+    now: datetime | None = None,
+) -> BackupReport:
+    """An online copy of the journal (SQLite's backup API: safe while the daemon writes, the
+    WAL included), checked as a regulator would (SQLite's integrity check and the hash chain,
+    ``audit verify``), then the oldest good copies beyond ``keep`` removed. A copy that fails
+    its check is kept beside as ``….bad`` and removes nothing."""
+    from controller.journal.audit import verify_journal
+
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    target = out / f"{BACKUP_PREFIX}{stamp}.sqlite3"
+    partial = target.with_name(target.name + ".part")
+    source = _read_only(journal)
+    try:
+        copy = sqlite3.connect(partial)
+        try:
+            source.backup(copy)
+            copy.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
+        finally:
+            copy.close()
+    finally:
+        source.close()
+    check = check_journal(partial)
+    why = "" if check.ok else check.summary()
+    audit = verify_journal(partial) if check.ok else None
+    if audit is not None and not audit.ok:
+        why = "; ".join(f.line() for f in audit.findings[:3])
+    if audit is None or why:
+        bad = target.with_name(target.name + ".bad")
+        os.replace(partial, bad)
+        return BackupReport(bad, False, f"the copy does not verify: {why}")
+    os.replace(partial, target)
+    os.chmod(target, 0o640)
+    good = sorted(out.glob(f"{BACKUP_PREFIX}*.sqlite3"))
+    removed = tuple(good[: max(0, len(good) - max(1, keep))])
+    for old in removed:
+        old.unlink(missing_ok=True)
+    return BackupReport(target, True, audit.summary(), removed)

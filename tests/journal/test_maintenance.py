@@ -274,3 +274,41 @@ def test_exactly_the_old_closed_sent_rounds_are_archived(
         archive_rounds(j, before=now - timedelta(days=keep_days), directory=tmp / "a", batch=7)
         after = {r.round_id for r in j.recent_rounds(100)}
     assert before - after == expected_gone
+
+
+def test_an_online_backup_verifies_rotates_and_refuses_a_copy_that_does_not_verify(
+    tmp_path: Path,
+) -> None:
+    """`paigow-table journal backup` (the daily timer's command): a copy made while the journal
+    is open for writing, checked like `audit verify`, the oldest rotated out; a journal whose
+    chain was edited gives a `.bad` copy and exit 1, removing nothing."""
+    from controller.journal.maintenance import backup_journal
+
+    journal = tmp_path / "journal.sqlite3"
+    out = tmp_path / "backups"
+    with Journal.open(journal, "PG-B") as j:
+        for n in range(3):
+            with j.transaction() as tx:
+                tx.record_event("tick", {"n": n})
+        # Made while the journal is open (and its latest commits in the WAL).
+        reports = [
+            backup_journal(journal, out, keep=2, now=datetime(2026, 11, day, tzinfo=UTC))
+            for day in (1, 2, 3)
+        ]
+    assert all(r.ok for r in reports), [r.detail for r in reports]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "journal-20261102T000000Z.sqlite3",
+        "journal-20261103T000000Z.sqlite3",
+    ]
+    assert reports[-1].removed == (out / "journal-20261101T000000Z.sqlite3",)
+    with sqlite3.connect(out / "journal-20261103T000000Z.sqlite3") as copy:
+        assert copy.execute("SELECT count(*) FROM events WHERE kind = 'tick'").fetchone() == (3,)
+    with sqlite3.connect(journal) as conn:
+        conn.execute("UPDATE events SET payload = '{\"n\":9}' WHERE kind = 'tick' AND id = 2")
+    done = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "journal", "backup", "--journal", str(journal),
+         "--to", str(out), "--keep", "2"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1 and "does not verify" in done.stderr
+    assert len(list(out.glob("*.bad"))) == 1 and len(list(out.glob("*.sqlite3"))) == 2

@@ -66,6 +66,8 @@ def test_contents_list_the_unit_rules_config_and_venv(built: Built) -> None:
     site = next(p for p in entries if re.fullmatch(f"{VENV}/lib/python3\\.\\d+/site-packages", p))
     for path in (
         "/lib/systemd/system/paigow-table.service",
+        "/lib/systemd/system/paigow-table-backup.service",
+        "/lib/systemd/system/paigow-table-backup.timer",
         "/lib/udev/rules.d/99-paigow-table.rules",
         "/etc/paigow-table/table.toml",
         f"{VENV}/pyvenv.cfg",

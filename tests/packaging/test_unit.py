@@ -57,3 +57,22 @@ def test_memory_proc_and_network_are_bounded() -> None:
 def test_the_start_has_time_for_the_journal_check() -> None:
     [timeout] = _settings()["TimeoutStartSec"]
     assert int(timeout) >= 90  # a cold check of a 900 MB journal takes ~14 s (docs/journal.md)
+
+
+def test_the_backup_units_run_the_backup_command_as_the_service_user() -> None:
+    """The timer's service runs `journal backup` on the table's journal, as paigow, into the
+    directory the postinst makes, and the command parses exactly those arguments."""
+    from controller.cli.main import _registrars, build_parser
+
+    systemd = UNIT.parent
+    service = (systemd / "paigow-table-backup.service").read_text(encoding="utf-8")
+    timer = (systemd / "paigow-table-backup.timer").read_text(encoding="utf-8")
+    [exec_start] = [line for line in service.splitlines() if line.startswith("ExecStart=")]
+    program, *argv = exec_start.removeprefix("ExecStart=").split()
+    assert program == _settings()["ExecStart"][0].split()[0]  # the same installed command
+    args = build_parser(_registrars()).parse_args(argv)
+    assert args.action == "backup" and args.journal.startswith("/var/lib/paigow-table/")
+    assert "User=paigow" in service and f"ReadWritePaths={args.to}" in service
+    postinst = (systemd.parent / "packaging" / "postinst").read_text(encoding="utf-8")
+    assert args.to in postinst
+    assert "Persistent=true" in timer and "OnCalendar=" in timer
