@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import os
 import random
+import secrets
 import shutil
 import signal
 import sys
@@ -81,9 +82,30 @@ def demo_config(
     return parse_config(text + extra, file="<demo>", check_files=False)
 
 
-def display_config(http_port: int) -> str:
-    """The demo's ``[display]`` section: the dealer and supervisor pages on loopback."""
-    return f'\n[display]\nhost = "127.0.0.1"\nport = {http_port}\n'
+def display_config(http_port: int, void_pin_file: Path | None = None) -> str:
+    """The demo's ``[display]`` section: the dealer and supervisor pages on loopback, and the
+    supervisor PIN that voids rounds and acknowledges latched alarms."""
+    pin = f'void_pin_file = "{void_pin_file}"\n' if void_pin_file is not None else ""
+    return f'\n[display]\nhost = "127.0.0.1"\nport = {http_port}\n{pin}'
+
+
+def demo_pin(workdir: Path) -> tuple[str, Path]:
+    """A fresh six-digit supervisor PIN for this demo run, in a file only its owner reads."""
+    pin = f"{secrets.randbelow(900_000) + 100_000}"
+    path = workdir / "void-pin"
+    path.write_text(pin + "\n", encoding="utf-8")
+    path.chmod(0o600)
+    return pin, path
+
+
+_STATUS_WORDS = {"settled": "settled", "dead": "dead", "misdeal": "misdealt", "void": "void"}
+
+
+def journal_summary(by_status: dict[str, int]) -> str:
+    """``1 settled, 2 misdealt`` — for people, in the order a round can end."""
+    parts = [f"{by_status[s]} {w}" for s, w in _STATUS_WORDS.items() if by_status.get(s)]
+    parts += [f"{n} {s}" for s, n in sorted(by_status.items()) if s not in _STATUS_WORDS and n]
+    return ", ".join(parts) or "none closed"
 
 
 def format_round(p: RoundPayload) -> str:
@@ -297,10 +319,11 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         workdir = Path(tmp)
         journal_path = Path(args.journal) if args.journal else workdir / "journal.sqlite3"
         mqtt = DemoMqtt.from_args(args, workdir, out)  # None: MQTT off
+        pin, pin_file = demo_pin(workdir)
         config = demo_config(
             workdir,
             journal_path,
-            extra=display_config(args.http_port) + (mqtt.config_extra if mqtt else ""),
+            extra=display_config(args.http_port, pin_file) + (mqtt.config_extra if mqtt else ""),
         )
         bias = getattr(args, "bias", None)
         shuffler = ShufflerSimulator(
@@ -336,12 +359,18 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                     file=out,
                     flush=True,
                 )
+                print(
+                    f"supervisor PIN (voids, acknowledging alarms; this demo only): {pin}",
+                    file=out,
+                    flush=True,
+                )
                 dealer.display = next((s for s in services if isinstance(s, DisplayService)), None)
                 await daemon.run(stop, handle_signals=True)
                 stats = journal.stats()
                 undelivered = journal.outbox_pending() if mqtt else 0
         print(
-            f"{dealer.closed} rounds closed; journal: {stats.rounds} rounds {stats.by_status}",
+            f"{dealer.closed} rounds closed; journal: {stats.rounds} rounds "
+            f"({journal_summary(stats.by_status)})",
             file=out,
             flush=True,
         )

@@ -44,6 +44,11 @@ async def test_the_demo_prints_words_not_codes(tmp_path: Path) -> None:
     shown = [line for line in text.splitlines() if not line.startswith("demo table ")]
     codes = {m for line in shown for m in CODE.findall(line)}
     assert codes == set(), codes
+    # The PIN that acknowledges latched alarms is shown; the summary is for people.
+    assert re.search(r"^supervisor PIN \(.*\): \d{6}$", text, re.M)
+    last = text.splitlines()[-1]
+    assert last.startswith("12 rounds closed; journal: 12 rounds (") and "{" not in last
+    assert re.search(r"\(\d+ settled, ", last)
 
 
 def test_the_feed_printer_says_words() -> None:
