@@ -52,6 +52,16 @@ ALARMS: Final[tuple[Alarm, ...]] = (
     ),
     Alarm("disk_space_ok", "info", "no", "Nothing.", "Nothing: the disk has room again."),
     Alarm(
+        "clock_unsynchronized",
+        "warning",
+        "no",
+        "Deal on.",
+        "No time service synchronises the table computer's clock: signed commands may be "
+        "refused as outside their window and the records' times drift; start systemd-"
+        "timesyncd or chrony (docs/operations.md, Time).",
+    ),
+    Alarm("clock_synchronized", "info", "no", "Nothing.", "Nothing: the clock is synchronised."),
+    Alarm(
         "deck_integrity",
         "critical",
         _LATCH,

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from controller import __version__
 from controller.clock import iso, utc_now
+from controller.clock_sync import clock_synchronized
 from controller.config import Config, ConfigError, ConfigIssue
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
 from controller.journal import Journal, OutboxMessage, VoidedRound
@@ -48,6 +49,7 @@ from controller.systemd import ready, stopping, watchdog_loop
 from controller.table import (
     AlarmAcknowledged,
     AlarmRaised,
+    ClockSync,
     CommandReply,
     DealRecorded,
     DeviceChanged,
@@ -139,6 +141,8 @@ class Daemon:
     software: SoftwareCheck | None = None  # the start's check of the installed files
     #: How often the journal's free space is looked at (seconds, at a tick).
     disk_check_interval: float = 5.0
+    #: Whether a time service synchronises the clock (controller/clock_sync.py); tests inject.
+    clock_probe: Callable[[], bool | None] = clock_synchronized
 
     def __post_init__(self) -> None:
         self.table = Table(
@@ -172,6 +176,7 @@ class Daemon:
         )
         self._disk_checked: datetime | None = None
         self._disk_low = False
+        self._clock_checked: datetime | None = None
         self._fault_announced: tuple[datetime, int] | None = None
         # Space released to record a full disk (docs/faults.md); made again once there is room.
         self.reserve = (
@@ -438,6 +443,7 @@ class Daemon:
             for summary in self.limiter.flush(now):
                 self._handle(summary)
             self._check_disk(now)
+            self._check_clock(now)
             self._checkpoint(now)
 
     def _apply(self, item: TableEvent | _CommandItem, event: TableEvent) -> bool:
@@ -632,6 +638,18 @@ class Daemon:
                 self._checkpoint(self.clock(), every_round=True)
                 if self.protection is not None:
                     self._protect(effect.payload)
+
+    def _check_clock(self, now: datetime) -> None:
+        """Every minute: is a time service synchronising the clock? A change is an event (an
+        alarm when it stops; docs/operations.md, Time)."""
+        if not self.config.table.time_sync:
+            return
+        if self._clock_checked is not None and (now - self._clock_checked).total_seconds() < 60:
+            return
+        self._clock_checked = now
+        state = self.clock_probe()
+        if state is not None and state != self.table.clock_synchronized:
+            self._handle(ClockSync(synchronized=state))
 
     def _check_disk(self, now: datetime) -> None:
         """Alarm when the journal's filesystem runs low, long before SQLite reports it full."""
@@ -833,7 +851,7 @@ class Daemon:
                 tx.record_event(event.kind, event, round_id)
             elif isinstance(event, ProtectionFinding):
                 tx.record_event(event.kind, event.finding, None)
-            elif isinstance(event, NoiseSummary | DiskSpace | Refusal):
+            elif isinstance(event, NoiseSummary | DiskSpace | ClockSync | Refusal):
                 tx.record_event(event.kind, event.record(), open_before)
             elif isinstance(event, JournalRecovered):
                 pass  # journaled as its FaultCleared record

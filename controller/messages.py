@@ -315,6 +315,11 @@ class StatusPayload(Payload):
     fault: FaultOut | None = Field(
         None, description="set while state is fault: do not settle by the display"
     )
+    clock_synchronized: bool | None = Field(
+        None,
+        description="whether a time service synchronises the computer's clock (null: not "
+        "checked or cannot tell); signed commands and every record depend on it",
+    )
     alarms_unacknowledged: list[AlarmPayload] = Field(
         [], description="critical alarms not yet acknowledged, oldest first (latched)"
     )

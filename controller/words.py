@@ -85,6 +85,8 @@ ALARMS: Final[dict[str, str]] = {
     "device_flood": "a device sent too much",
     "disk_space_low": "the journal's disk is nearly full",
     "disk_space_ok": "the journal's disk has space again",
+    "clock_unsynchronized": "the clock is not synchronised",
+    "clock_synchronized": "the clock is synchronised again",
     "journal_chain_broken": "the journal was edited outside the table (its hash chain is broken)",
     "kept_state_edited": "the table's kept state was edited outside it",
     "latched_alarm_unreadable": "a kept alarm could not be read",

@@ -42,6 +42,7 @@ DEMO_CONFIG = """
 id = "{table}"
 site = "demo"
 name = "Demo table"
+time_sync = false  # a lab or laptop may have no time service (docs/operations.md, Time)
 
 [rules]
 wheel_rank = "second_highest"

@@ -64,6 +64,11 @@ class TableConfig(_Model):
         default_factory=lambda: dict(DEFAULT_SEATS),
         description="position 2–7 → seat label; positions left out have no seat",
     )
+    time_sync: bool = Field(
+        default=True,
+        description="check every minute that a time service synchronises the clock; alarm "
+        "clock_unsynchronized when none does (off: a lab or demo computer without one)",
+    )
 
     @model_validator(mode="before")
     @classmethod

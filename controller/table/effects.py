@@ -37,7 +37,8 @@ class Tick:
 @dataclass(frozen=True, slots=True)
 class NoiseSummary:
     """What a device's limiter held back over an interval (controller/table/limits.py): frame
-    errors and faults beyond the first of the interval, and events beyond the device's rate."""
+    errors and faults beyond the first of the interval, and events beyond the device's rate.
+    ``bytes_discarded``: the bytes those frame errors threw away (line noise, bad frames)."""
 
     device: str
     since: datetime
@@ -46,6 +47,7 @@ class NoiseSummary:
     faults: int = 0
     dropped: int = 0
     dropped_kinds: tuple[tuple[str, int], ...] = ()
+    bytes_discarded: int = 0
 
     kind = "noise_summary"
 
@@ -55,10 +57,24 @@ class NoiseSummary:
             "since": self.since.isoformat(),
             "until": self.until.isoformat(),
             "frame_errors": self.frame_errors,
+            "bytes_discarded": self.bytes_discarded,
             "faults": self.faults,
             "dropped": self.dropped,
             "dropped_kinds": dict(self.dropped_kinds),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ClockSync:
+    """The table computer's clock became synchronised, or stopped being (controller/clock_sync.py):
+    signed commands' time window and every record's time depend on it."""
+
+    synchronized: bool
+
+    kind = "clock_sync"
+
+    def record(self) -> dict[str, Any]:
+        return {"synchronized": self.synchronized}
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +142,7 @@ TableEvent = (
     | Tick
     | NoiseSummary
     | DiskSpace
+    | ClockSync
     | JournalRecovered
     | Refusal
     | ProtectionFinding

@@ -78,6 +78,7 @@ from controller.table.effects import (
     PACKETS,
     AlarmAcknowledged,
     AlarmRaised,
+    ClockSync,
     CommandReply,
     DealRecorded,
     DeviceChanged,
@@ -305,6 +306,8 @@ class Table:
         #: in the journal so they survive a restart).
         self.latched: dict[str, AlarmPayload] = {}
         self.dealer_id: str | None = None
+        #: Whether the computer's clock is synchronised (None: not checked, or cannot tell).
+        self.clock_synchronized: bool | None = None
         #: Refused commands per (channel, identity, reason): first refusal, count, alarmed.
         self._refusals: dict[tuple[str, str, str], tuple[datetime, int, bool]] = {}
         self.refusals_before_alarm = REFUSALS_BEFORE_ALARM
@@ -506,6 +509,13 @@ class Table:
                 return self._noise(event)
             case DiskSpace():
                 return [self._disk_space(event)]
+            case ClockSync():
+                before, self.clock_synchronized = self.clock_synchronized, event.synchronized
+                said: list[Effect] = [StatusChanged(self.status())]
+                # Synchronised at the first look is no news; losing it, or getting it back, is.
+                if not event.synchronized or before is False:
+                    said.insert(0, self._clock_sync(event))
+                return said
             case JournalRecovered():
                 return self._recover(event.now)
             case Refusal():
@@ -528,6 +538,7 @@ class Table:
             software_verified=self._software[1],
             alarms_unacknowledged=list(self.latched.values()),
             dealer_id=self.dealer_id,
+            clock_synchronized=self.clock_synchronized,
         )
 
     # --- the deal -----------------------------------------------------------------------
@@ -899,6 +910,19 @@ class Table:
                 event.device,
             )
         ]
+
+    def _clock_sync(self, event: ClockSync) -> AlarmRaised:
+        if event.synchronized:
+            return self._alarm(
+                "clock_synchronized", "info", "the computer's clock is synchronised again"
+            )
+        return self._alarm(
+            "clock_unsynchronized",
+            "warning",
+            "the computer's clock is not synchronised by a time service: signed commands may be "
+            "refused as outside their time window and records carry a drifting time; start the "
+            "time service (docs/operations.md, Time)",
+        )
 
     def _disk_space(self, event: DiskSpace) -> AlarmRaised:
         if event.low:
