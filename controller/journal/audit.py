@@ -423,71 +423,83 @@ def verify_feed(
             checkpoints.append(body)
     with contextlib.closing(_open(path)) as conn:
         archived = _archived(conn)
-        for round_id, (_, sent) in sorted(
-            last_sent.items(), key=lambda r: r[1][1].get("round_seq", 0)
-        ):
+        for _, sent in sorted(last_sent.values(), key=lambda r: r[1].get("round_seq", 0)):
             report.rounds += 1
-            round_seq = sent.get("round_seq")
-            row = conn.execute(
-                "SELECT status, result FROM rounds WHERE round_id = ?", (round_id,)
-            ).fetchone()
-            if row is None:
-                if isinstance(round_seq, int) and _covered(
-                    archived.round_seqs, round_seq, round_seq
-                ):
-                    continue
-                report.findings.append(
-                    Finding(
-                        f"the table sent it as {sent.get('status')}, but the journal does not "
-                        "hold it: deleted, or the journal's tail was cut",
-                        round_id,
-                        round_seq,
-                    )
-                )
-                continue
-            try:
-                held = json.loads(row[1]) if row[1] is not None else None
-            except ValueError:
-                held = None
-            if row[0] != sent.get("status") or held != sent:
-                report.findings.append(
-                    Finding(
-                        f"the journal holds it as {row[0]}, not as the table sent it "
-                        f"({sent.get('status')}): the journal was rewritten",
-                        round_id,
-                        round_seq,
-                    )
-                )
+            _check_sent_round(conn, archived, sent, report)
         for body in checkpoints:
             report.checkpoints += 1
-            try:
-                event_id = int(body["event_id"])
-                if key is None:
-                    report.unsigned += 1
-                elif not hmac.compare_digest(
-                    str(body.get("hmac", "")).encode(), sign_checkpoint(key, body).encode()
-                ):
-                    report.findings.append(
-                        Finding("a checkpoint's HMAC is wrong: not the table's", row=event_id)
-                    )
-                    continue
-                found = conn.execute(
-                    "SELECT chain FROM events WHERE id = ?", (event_id,)
-                ).fetchone()
-            except (KeyError, ValueError, TypeError):
-                report.findings.append(Finding("a checkpoint in the feed cannot be read"))
-                continue
-            if found is None and _covered(archived.event_ids, event_id, event_id):
-                continue
-            if found is None or found[0] != body.get("chain"):
-                report.findings.append(
-                    Finding(
-                        f"the chain at this row differs from the checkpoint the table sent at "
-                        f"{body.get('made_at')}: the journal was rewritten or cut after it",
-                        row=event_id,
-                    )
-                )
+            _check_sent_checkpoint(conn, archived, body, key, report)
     return report
+
+
+def _check_sent_round(
+    conn: sqlite3.Connection, archived: _Archived, sent: dict[str, Any], report: FeedReport
+) -> None:
+    """A round as the table last sent it against the journal's row."""
+    round_id, round_seq = str(sent["round_id"]), sent.get("round_seq")
+    row = conn.execute(
+        "SELECT status, result FROM rounds WHERE round_id = ?", (round_id,)
+    ).fetchone()
+    if row is None:
+        if isinstance(round_seq, int) and _covered(archived.round_seqs, round_seq, round_seq):
+            return
+        report.findings.append(
+            Finding(
+                f"the table sent it as {sent.get('status')}, but the journal does not hold it: "
+                "deleted, or the journal's tail was cut",
+                round_id,
+                round_seq,
+            )
+        )
+        return
+    try:
+        held = json.loads(row[1]) if row[1] is not None else None
+    except ValueError:
+        held = None
+    if row[0] != sent.get("status") or held != sent:
+        report.findings.append(
+            Finding(
+                f"the journal holds it as {row[0]}, not as the table sent it "
+                f"({sent.get('status')}): the journal was rewritten",
+                round_id,
+                round_seq,
+            )
+        )
+
+
+def _check_sent_checkpoint(
+    conn: sqlite3.Connection,
+    archived: _Archived,
+    body: dict[str, Any],
+    key: bytes | None,
+    report: FeedReport,
+) -> None:
+    """A checkpoint the table sent against the chain at its row (and its HMAC, with a key)."""
+    try:
+        event_id = int(body["event_id"])
+        if key is None:
+            report.unsigned += 1
+        elif not hmac.compare_digest(
+            str(body.get("hmac", "")).encode(), sign_checkpoint(key, body).encode()
+        ):
+            report.findings.append(
+                Finding("a checkpoint's HMAC is wrong: not the table's", row=event_id)
+            )
+            return
+        found = conn.execute("SELECT chain FROM events WHERE id = ?", (event_id,)).fetchone()
+    except (KeyError, ValueError, TypeError):
+        report.findings.append(Finding("a checkpoint in the feed cannot be read"))
+        return
+    if found is None and _covered(archived.event_ids, event_id, event_id):
+        return
+    if found is None or found[0] != body.get("chain"):
+        report.findings.append(
+            Finding(
+                f"the chain at this row differs from the checkpoint the table sent at "
+                f"{body.get('made_at')}: the journal was rewritten or cut after it",
+                row=event_id,
+            )
+        )
 
 
 # --- recompute ---------------------------------------------------------------------------------
