@@ -83,7 +83,11 @@ class DeviceFault(DeviceEventBase):
 
 
 class FrameError(DeviceEventBase):
-    """Bytes the codec rejected: bad checksum, unknown card code, oversize, truncated, garbled."""
+    """Bytes the codec rejected: bad checksum, unknown card code, oversize, truncated, garbled.
+
+    ``discarded`` counts the bytes thrown away that were in no good frame (line noise, a bad
+    frame); it is 0 when the error is about the content of a good frame (sequence, type, payload,
+    card code), whose bytes were read as a frame."""
 
     kind: Literal["frame_error"] = "frame_error"
     error: Literal[
@@ -91,6 +95,7 @@ class FrameError(DeviceEventBase):
     ]
     detail: str = ""
     raw_hex: str = ""
+    discarded: int = Field(default=0, ge=0, description="bytes thrown away, in no good frame")
 
 
 DeviceEvent = Annotated[

@@ -3,7 +3,9 @@
 A frame is ``STX LEN SEQ TYPE PAYLOAD[LEN] CRC_HI CRC_LO`` with STX = 0x02, LEN = 0–64 and the
 CRC-16/CCITT-FALSE of ``LEN SEQ TYPE PAYLOAD`` sent big-endian. ``FrameDecoder`` cuts a byte
 stream into frames and problems and resynchronises at the next STX after a bad frame, like
-zigpy-znp's ``uart.py``; nothing here raises on any input.
+zigpy-znp's ``uart.py``; nothing here raises on any input. Every byte fed ends up in exactly
+one good frame or one reported problem (``FrameProblem.discarded``), and the decoder holds at
+most a few frames' worth of bytes whatever arrives.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ TRAILER_SIZE: Final = 2  # CRC_HI CRC_LO
 OVERHEAD: Final = HEADER_SIZE + TRAILER_SIZE
 MAX_FRAME: Final = MAX_PAYLOAD + OVERHEAD
 RAW_HEX_LIMIT: Final = 64  # bytes of a rejected frame kept in FrameError.raw_hex
-MAX_JUNK: Final = 256  # bytes outside a frame held before they are reported
+MAX_JUNK: Final = 256  # bytes outside a frame counted before they are reported
 
 
 def crc16_ccitt(data: bytes | bytearray | memoryview, crc: int = 0xFFFF) -> int:
@@ -95,11 +97,13 @@ FrameProblemKind = Literal["checksum", "oversize", "truncated", "garbled"]
 
 @dataclass(frozen=True, slots=True)
 class FrameProblem:
-    """Bytes the decoder threw away, and why."""
+    """Bytes the decoder threw away, and why: ``discarded`` of them, the first of which are
+    ``raw`` (all of a rejected frame; at most ``RAW_HEX_LIMIT`` of a run of noise)."""
 
     error: FrameProblemKind
     detail: str
     raw: bytes
+    discarded: int
 
     @property
     def raw_hex(self) -> str:
@@ -124,26 +128,43 @@ class FrameDecoder:
     """Incremental decoder: ``feed`` bytes, get frames and problems, in stream order.
 
     Resynchronisation (docs/protocols.md "Errors and resynchronisation"): bytes before an STX are
-    one ``garbled`` problem; a LEN over 64 is ``oversize`` and the decoder skips to the next STX;
-    a frame with a bad CRC is ``truncated`` when a good frame starts at an STX inside it (the
-    device was cut off and started again), else ``checksum`` and the whole frame is dropped.
-    ``flush`` (the host calls it after an inter-byte timeout) gives up on a partial frame.
+    one ``garbled`` problem; a LEN over 64 is ``oversize``, and the bytes up to the next STX
+    belong to it; a frame with a bad CRC is ``truncated`` when a good frame starts at an STX
+    inside it (the device was cut off and started again), else ``checksum`` and the whole frame
+    is dropped. ``flush`` (the host calls it after an inter-byte timeout) gives up on a partial
+    frame.
+
+    Nothing is dropped silently: every byte fed is in one ``Frame`` (``LEN + 6`` bytes) or counted
+    in one ``FrameProblem.discarded``, whether or not a good frame came before it. A run of noise
+    is counted, not kept (its first ``RAW_HEX_LIMIT`` bytes are, for the report), and reported
+    at the next STX, at ``flush``, or at the end of a ``feed`` once ``MAX_JUNK`` bytes or more
+    are counted; so a line that sends nothing but noise is reported as it comes and costs no
+    memory.
     """
 
     def __init__(self) -> None:
         self._buf = bytearray()
-        self._junk = bytearray()
-        self._skipping = False
+        self._junk = 0  # bytes of the current run of noise, counted
+        self._junk_head = bytearray()  # its first RAW_HEX_LIMIT bytes
+        self._junk_error: FrameProblemKind = "garbled"
+        self._junk_detail = ""  # set for an oversize run: its LEN
 
     @property
     def pending(self) -> bool:
         """True while bytes are held that are not yet a frame or a reported problem."""
         return bool(self._buf or self._junk)
 
+    @property
+    def held(self) -> int:
+        """How many bytes fed are not yet in a frame or a reported problem."""
+        return len(self._buf) + self._junk
+
     def reset(self) -> None:
         self._buf.clear()
-        self._junk.clear()
-        self._skipping = False
+        self._junk = 0
+        self._junk_head.clear()
+        self._junk_error = "garbled"
+        self._junk_detail = ""
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame | FrameProblem]:
         self._buf += data
@@ -152,20 +173,36 @@ class FrameDecoder:
     def flush(self) -> list[Frame | FrameProblem]:
         """Decide on everything held: complete frames, then a partial one as ``truncated``."""
         out = self._drain(final=True)
+        self._report_junk(out)
         if self._buf:
             raw = bytes(self._buf)
             self._buf.clear()
-            out.append(FrameProblem("truncated", f"partial frame of {len(raw)} bytes", raw))
-        self._report_junk(out)
-        self._skipping = False
+            out.append(
+                FrameProblem("truncated", f"partial frame of {len(raw)} bytes", raw, len(raw))
+            )
         return out
 
+    def _discard(self, end: int) -> None:
+        """Count the first ``end`` bytes held into the current run of noise, and drop them."""
+        room = RAW_HEX_LIMIT - len(self._junk_head)
+        if room > 0:
+            self._junk_head += self._buf[: min(room, end)]
+        self._junk += end
+        del self._buf[:end]
+
     def _report_junk(self, out: list[Frame | FrameProblem]) -> None:
-        if self._junk:
-            raw = bytes(self._junk)
-            self._junk.clear()
-            if not self._skipping:
-                out.append(FrameProblem("garbled", f"{len(raw)} bytes outside a frame", raw))
+        if not self._junk:
+            return
+        count = self._junk
+        if self._junk_error == "oversize":
+            detail = f"{self._junk_detail}: {count} bytes discarded"
+        else:
+            detail = f"{count} bytes outside a frame"
+        out.append(FrameProblem(self._junk_error, detail, bytes(self._junk_head), count))
+        self._junk = 0
+        self._junk_head.clear()
+        self._junk_error = "garbled"
+        self._junk_detail = ""
 
     def _drain(self, *, final: bool) -> list[Frame | FrameProblem]:
         out: list[Frame | FrameProblem] = []
@@ -173,26 +210,23 @@ class FrameDecoder:
         while buf:
             start = buf.find(STX)
             if start < 0:
-                self._junk += buf
-                buf.clear()
-                if len(self._junk) >= MAX_JUNK:
+                self._discard(len(buf))
+                if self._junk >= MAX_JUNK:
                     # a line that only ever sends noise is reported now, not at its end
                     self._report_junk(out)
                 break
             if start:
-                self._junk += buf[:start]
-                del buf[:start]
+                self._discard(start)
             self._report_junk(out)
-            self._skipping = False
             if len(buf) < 2:
                 break
             length = buf[1]
             if length > MAX_PAYLOAD:
-                out.append(
-                    FrameProblem("oversize", f"LEN {length} is over {MAX_PAYLOAD}", bytes(buf[:2]))
-                )
-                del buf[:2]
-                self._skipping = True
+                # STX LEN and the bytes up to the next STX: one oversize problem, reported
+                # with its count when that STX (or the end) comes
+                self._junk_error = "oversize"
+                self._junk_detail = f"LEN {length} is over {MAX_PAYLOAD}"
+                self._discard(2)
                 continue
             total = length + OVERHEAD
             if len(buf) < total:
@@ -220,7 +254,7 @@ class FrameDecoder:
     def _cut(self, error: FrameProblemKind, end: int, detail: str) -> FrameProblem:
         raw = bytes(self._buf[:end])
         del self._buf[:end]
-        return FrameProblem(error, detail, raw)
+        return FrameProblem(error, detail, raw, len(raw))
 
     def _good_frame_inside(self, end: int, *, final: bool) -> int | None:
         """Offset of the first STX in ``buf[1:end]`` that starts a good frame.
@@ -342,11 +376,15 @@ class Codec(Protocol):
         ...
 
     def feed(self, data: bytes) -> list[DeviceEvent]:
-        """Events of the bytes that arrived (possibly none, possibly a part of a frame)."""
+        """Events of the bytes that arrived (possibly none, possibly a part of a frame).
+
+        No byte is dropped silently: bytes in no good frame come out as ``FrameError`` events
+        whose ``discarded`` counts them, before the first good frame as after it; and what the
+        codec holds between calls stays bounded whatever arrives."""
         ...
 
     def flush(self) -> list[DeviceEvent]:
-        """Give up on a partial frame (inter-byte timeout or link lost): FrameError events."""
+        """Give up on what is held (inter-byte timeout or link lost): FrameError events."""
         ...
 
     def reset(self) -> None:
@@ -411,9 +449,15 @@ class ReferenceCodec:
 
     def _internal_error(self, exc: Exception) -> list[DeviceEvent]:
         _log.error("codec_internal_error", device=self.device, exc_info=exc)
+        held = self._decoder.held
         self.reset()
         return [
-            FrameError(device=self.device, error="garbled", detail=f"internal codec error: {exc!r}")
+            FrameError(
+                device=self.device,
+                error="garbled",
+                detail=f"internal codec error: {exc!r}",
+                discarded=held,
+            )
         ]
 
     def _events(self, items: list[Frame | FrameProblem]) -> list[DeviceEvent]:
@@ -426,6 +470,7 @@ class ReferenceCodec:
                         error=item.error,
                         detail=item.detail,
                         raw_hex=item.raw_hex,
+                        discarded=item.discarded,
                     )
                 )
             else:

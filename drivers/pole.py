@@ -5,6 +5,11 @@
 latest text whenever it changes, and reopens the port with backoff when it goes away (then
 redraws the latest text). Text that changes while a frame is still being written replaces the
 waiting text, so a slow or stuck display gets the newest screen, never a backlog.
+
+A display sends nothing back. Whatever does arrive on its line (noise, a wrong baud rate, the
+wrong device on the port) is counted, not kept, and reported as ``FrameError(error="garbled")``
+with the count in ``discarded``: one event per run of input (a pause of ``INPUT_QUIET`` s or
+``INPUT_REPORT`` bytes ends a run), so no fault is silent and none costs memory.
 """
 
 from __future__ import annotations
@@ -12,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
+from typing import Final
 
 import serial  # type: ignore[import-untyped]
 from serial_asyncio_fast import open_serial_connection
 
 from drivers.base import Backoff, EventSink
 from drivers.codecs.pole import INIT, PoleResult, display_lines, encode_frame, format_pole
+from drivers.events import FrameError
 from drivers.reconnect import Presence, keep_connected
 
 __all__ = ["PoleResult", "SerialPoleDisplay", "format_pole"]
@@ -25,6 +32,9 @@ __all__ = ["PoleResult", "SerialPoleDisplay", "format_pole"]
 
 # reopening a missing port costs nothing: look for it again at least every two seconds
 DEFAULT_BACKOFF = Backoff(initial=0.1, factor=2.0, cap=2.0)
+INPUT_QUIET: Final = 0.25  # seconds without a byte from the display that end a run of input
+INPUT_REPORT: Final = 4096  # bytes of input reported at once while it keeps coming
+RAW_HEX_LIMIT: Final = 64  # bytes of input kept for the report
 
 _PARITIES = {
     "N": serial.PARITY_NONE,
@@ -101,8 +111,21 @@ class SerialPoleDisplay:
                 stopbits=self.stopbits,
             )
 
+        def noise(count: int, head: bytes) -> None:
+            sink.put_nowait(
+                FrameError(
+                    device=self.name,
+                    error="garbled",
+                    detail=f"{count} bytes from the display, which sends nothing",
+                    raw_hex=head.hex(),
+                    discarded=count,
+                )
+            )
+
         async def session(link: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> str:
-            return await self._serve(*link, proven=lambda: presence.up(self.describe()))
+            return await self._serve(
+                *link, proven=lambda: presence.up(self.describe()), noise=noise
+            )
 
         async def close(link: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
             writer = link[1]
@@ -126,10 +149,11 @@ class SerialPoleDisplay:
         writer: asyncio.StreamWriter,
         *,
         proven: Callable[[], None],
+        noise: Callable[[int, bytes], None] = lambda count, head: None,
     ) -> str:
         """Write frames until the port fails; return why. ``proven`` is called after each write
-        the display took."""
-        lost = asyncio.create_task(_until_lost(reader), name=f"pole[{self.name}].input")
+        the display took; ``noise`` with what the display sent (module doc)."""
+        lost = asyncio.create_task(_until_lost(reader, noise), name=f"pole[{self.name}].input")
         try:
             self._changed.clear()
             frame = INIT + (encode_frame(self._wanted) if self._wanted is not None else b"")
@@ -166,11 +190,37 @@ async def _cancelled(task: asyncio.Task[object]) -> None:
             raise  # we are being cancelled ourselves: do not swallow it
 
 
-async def _until_lost(reader: asyncio.StreamReader) -> str:
-    """Read (and drop) whatever the display sends until the port closes; say why it closed."""
+async def _until_lost(reader: asyncio.StreamReader, noise: Callable[[int, bytes], None]) -> str:
+    """Read whatever the display sends until the port closes; say why it closed. What arrives
+    is counted and handed to ``noise`` once per run of input (module doc), never kept."""
+    count = 0
+    head = bytearray()
+
+    def report() -> None:
+        nonlocal count
+        if count:
+            noise(count, bytes(head))
+            count = 0
+            head.clear()
+
     try:
-        while await reader.read(256):
-            pass
+        while True:
+            quiet = asyncio.timeout(INPUT_QUIET if count else None)
+            try:
+                async with quiet:
+                    data = await reader.read(256)
+            except TimeoutError:
+                if not quiet.expired():
+                    raise  # the port's own (ETIMEDOUT): the link is gone
+                report()  # the run of input is over
+                continue
+            if not data:
+                return "port closed"
+            count += len(data)
+            head += data[: RAW_HEX_LIMIT - len(head)]
+            if count >= INPUT_REPORT:
+                report()
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
-    return "port closed"
+    finally:
+        report()  # also when the port went or the driver stops: no byte goes unreported

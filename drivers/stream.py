@@ -7,6 +7,13 @@ device sends a well-formed frame on a new link it reports ``DeviceOnline``
 (drivers/reconnect.py). Two timers run while connected: an inter-byte timeout that gives up on
 a partial frame (``FrameError(error="truncated")``) and, for card sources, a deal silence
 timeout (``DeviceFault(code="silence")``). Nothing but CancelledError leaves ``run``.
+
+Every event of the codec goes on the sink, also before the device's first good frame: noise on
+a line that never carried a frame (a wrong baud rate, a device babbling at power-up, a server's
+error text) is reported as ``FrameError`` like noise after one; the daemon's limiter
+(controller/table/limits.py) turns a stream of them into one alarm per interval. Endless noise
+costs no memory: the codec counts a run of noise rather than keeping it, and the bytes read but
+not yet decoded are at most a read or two (``QueueProtocol``).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from drivers.events import (
     DealStarted,
     DeviceEvent,
     DeviceFault,
+    FrameError,
 )
 from drivers.framing import Codec, ReferenceCodec
 from drivers.reconnect import Presence, keep_connected
@@ -62,7 +70,12 @@ class Transport(Protocol):
 
 
 class QueueProtocol(asyncio.Protocol):
-    """An asyncio protocol that queues what it receives, for ``ProtocolLink``."""
+    """An asyncio protocol that queues what it receives, for ``ProtocolLink``.
+
+    The queue stays small whatever the device sends: ``StreamDevice`` takes everything queued
+    each time it runs and yields only when the queue is empty, and the transport adds at most
+    one read each turn of the event loop (1 KB for serial, up to 256 KB for TCP).
+    """
 
     def __init__(self) -> None:
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -111,8 +124,9 @@ class ProtocolLink:
                     self._transport.abort()
                 else:
                     self._transport.close()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._protocol.lost), CLOSE_TIMEOUT)
+        # asyncio.wait, not wait_for: on 3.11, wait_for swallows a cancellation that arrives as
+        # the future completes, and a driver being stopped as its link went would never stop
+        await asyncio.wait({self._protocol.lost}, timeout=CLOSE_TIMEOUT)
 
 
 class StreamDevice:
@@ -209,16 +223,17 @@ class StreamDevice:
                 last_bytes = loop.time()
                 events = self.codec.feed(data)
                 if not self._online and self.codec.frames:
+                    # the noise before the first good frame, then online, then the frame's events
+                    before = _leading_noise(events)
+                    self._emit(sink, events[:before])
+                    events = events[before:]
                     assert self._presence is not None
                     self._presence.up(self.transport.describe())
-                if self._online:
-                    self._emit(sink, events)
-                else:
-                    # Bytes that are not the device speaking (a server's error text): one line.
-                    self._log().debug("noise_before_first_frame", size=len(data))
+                # Noise before any good frame is reported too (a wrong baud rate, a server's
+                # error text): no fault is silent; the limiter keeps it to one alarm.
+                self._emit(sink, events)
         except LinkClosed as exc:
-            if self._online:
-                self._emit(sink, self.codec.flush())
+            self._emit(sink, self.codec.flush())
             return f"link lost: {exc}"
         finally:
             self._link = None
@@ -234,9 +249,7 @@ class StreamDevice:
     def _on_timeout(self, sink: EventSink, quiet: float) -> None:
         quiet += TIMER_SLACK
         if self.codec.pending and quiet >= self.frame_timeout:
-            flushed = self.codec.flush()
-            if self._online:
-                self._emit(sink, flushed)
+            self._emit(sink, self.codec.flush())
         if self._in_deal and self.silence_timeout is not None and quiet >= self.silence_timeout:
             self._in_deal = False
             detail = f"no data for {self.silence_timeout:g} s during a deal"
@@ -257,3 +270,11 @@ class StreamDevice:
 
 async def _close(link: Link) -> None:
     await link.close()
+
+
+def _leading_noise(events: list[DeviceEvent]) -> int:
+    """How many events at the start of ``events`` report discarded bytes (no frame's events)."""
+    for i, event in enumerate(events):
+        if not (isinstance(event, FrameError) and event.discarded):
+            return i
+    return len(events)

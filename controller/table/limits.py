@@ -6,7 +6,9 @@ and at serial speed that is gigabytes an hour (docs/faults.md). The limiter stan
 table, per device:
 
 - the first frame error and the first device fault of an interval pass (one alarm at once); the
-  rest of the interval are counted, not applied;
+  rest of the interval are counted, not applied (frame errors with the bytes they discarded,
+  for the summary: endless line noise, before a device's first good frame as after it, is one
+  alarm at once and one summary per interval);
 - every event spends a token of a bucket refilled at ``events_per_minute`` (a burst of a minute's
   worth); an event without a token is counted, not applied (a flood's deal is left incomplete and
   so goes dead by the deal timeout: fail closed);
@@ -35,6 +37,7 @@ class _Device:
     frame_errors_passed: int = 0
     faults_passed: int = 0
     frame_errors: int = 0
+    bytes_discarded: int = 0
     faults: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
 
@@ -65,6 +68,7 @@ class DeviceLimiter:
         if isinstance(event, FrameError):
             if d.frame_errors_passed:
                 d.frame_errors += 1
+                d.bytes_discarded += event.discarded
                 return False
             d.frame_errors_passed = 1
         elif isinstance(event, DeviceFault):
@@ -95,11 +99,12 @@ class DeviceLimiter:
                         faults=d.faults,
                         dropped=sum(d.dropped.values()),
                         dropped_kinds=tuple(sorted(d.dropped.items())),
+                        bytes_discarded=d.bytes_discarded,
                     )
                 )
             d.window_start = now
             d.frame_errors_passed = d.faults_passed = 0
-            d.frame_errors = d.faults = 0
+            d.frame_errors = d.faults = d.bytes_discarded = 0
             d.dropped.clear()
         return out
 

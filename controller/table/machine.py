@@ -890,7 +890,10 @@ class Table:
         seconds = max(1, round((event.until - event.since).total_seconds()))
         parts = []
         if event.frame_errors:
-            parts.append(f"{event.frame_errors} more frame errors")
+            discarded = (
+                f" ({event.bytes_discarded} bytes discarded)" if event.bytes_discarded else ""
+            )
+            parts.append(f"{event.frame_errors} more frame errors{discarded}")
         if event.faults:
             parts.append(f"{event.faults} more device faults")
         if event.dropped:

@@ -13,7 +13,9 @@ One report is eight bytes on the interrupt IN endpoint::
 
 The decoder never raises: every report gives a (possibly empty) list of events, a rejected report
 gives one ``FrameError``. A report repeating the last event's sequence number is the same event
-reported twice and gives nothing.
+reported twice and gives nothing. Each transfer is one report, so there is nothing to
+resynchronise and nothing held between reports: a report that is not one (too short, too long, a
+bad CRC) is reported with its length in ``FrameError.discarded``, from the first transfer on.
 """
 
 from __future__ import annotations
@@ -120,22 +122,34 @@ class DiceHidCodec:
         except Exception as exc:  # a codec bug must not take the driver down; say what it was
             _log.exception("dice_decode_bug", device=self.device)
             raw = bytes(report) if isinstance(report, bytes | bytearray | memoryview) else b""
-            return [self._error("garbled", f"decoder error: {exc!r}", raw)]
+            return [self._error("garbled", f"decoder error: {exc!r}", raw, discarded=True)]
 
-    def _error(self, error: _Error, detail: str, report: bytes) -> FrameError:
-        return FrameError(device=self.device, error=error, detail=detail, raw_hex=report[:64].hex())
+    def _error(
+        self, error: _Error, detail: str, report: bytes, *, discarded: bool = False
+    ) -> FrameError:
+        """``discarded``: the report is not one (its bytes are thrown away), not a good report
+        with a bad value."""
+        return FrameError(
+            device=self.device,
+            error=error,
+            detail=detail,
+            raw_hex=report[:64].hex(),
+            discarded=len(report) if discarded else 0,
+        )
 
     def _decode(self, report: bytes) -> list[DeviceEvent]:
         if not report:
             return []  # a zero-length packet carries nothing
         if len(report) < REPORT_SIZE:
-            return [self._error("truncated", f"{len(report)} bytes, expected 8", report)]
+            detail = f"{len(report)} bytes, expected 8"
+            return [self._error("truncated", detail, report, discarded=True)]
         if len(report) > REPORT_SIZE:
-            return [self._error("oversize", f"{len(report)} bytes, expected 8", report)]
+            detail = f"{len(report)} bytes, expected 8"
+            return [self._error("oversize", detail, report, discarded=True)]
         expected = crc8(report[:7])
         if report[7] != expected:
             detail = f"checksum 0x{report[7]:02x}, computed 0x{expected:02x}"
-            return [self._error("checksum", detail, report)]
+            return [self._error("checksum", detail, report, discarded=True)]
         report_id, seq, status, d1, d2, d3, detail_code = report[:7]
         if report_id != REPORT_ID:
             return [self._error("unknown_type", f"report id 0x{report_id:02x}", report)]

@@ -19,6 +19,7 @@ from drivers.events import (
 )
 from drivers.framing import (
     MAX_PAYLOAD,
+    RAW_HEX_LIMIT,
     DeviceState,
     FaultCode,
     Frame,
@@ -116,7 +117,8 @@ def test_endless_noise_is_reported_as_it_comes() -> None:
     assert len(out) == 33  # every 300 bytes (256 or more held), not at the end
     out += decoder.flush()
     assert all(isinstance(p, FrameProblem) and p.error == "garbled" for p in out)
-    assert sum(len(p.raw) for p in out if isinstance(p, FrameProblem)) == 10_000
+    assert sum(p.discarded for p in out if isinstance(p, FrameProblem)) == 10_000
+    assert all(len(p.raw) <= RAW_HEX_LIMIT for p in out if isinstance(p, FrameProblem))
 
 
 def test_oversize_limit() -> None:

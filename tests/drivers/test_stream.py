@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 
 from drivers.base import Backoff
@@ -10,7 +11,7 @@ from drivers.codecs.shuffler import ReferenceShufflerCodec, msg_packet, msg_stat
 from drivers.events import DeviceOffline, DeviceOnline, FrameError, PacketDealt
 from drivers.framing import DeviceState, FrameEncoder, MsgType
 from drivers.reconnect import MAX_ATTEMPT
-from drivers.stream import Link, LinkClosed, StreamDevice
+from drivers.stream import Link, LinkClosed, ProtocolLink, QueueProtocol, StreamDevice
 from tests.drivers.conftest import Events, running
 
 
@@ -113,3 +114,32 @@ async def test_a_link_that_drops_at_once_keeps_backing_off(events: Events) -> No
     # No valid frame ever arrived: never online, and one offline report for the whole outage.
     [offline] = events.pending()
     assert isinstance(offline, DeviceOffline) and "no valid frame" in offline.reason
+
+
+class _ClosingTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.closing = False
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def abort(self) -> None:
+        self.closing = True
+
+
+async def test_a_driver_stopped_as_its_link_goes_stops() -> None:
+    """Cancelled while closing a link that is already gone (the device left as the daemon
+    stopped), close() must not swallow the cancellation: on Python 3.11 asyncio.wait_for did,
+    and the driver's reconnect loop ran on for ever."""
+    protocol = QueueProtocol()
+    transport = _ClosingTransport()
+    protocol.connection_made(transport)
+    protocol.connection_lost(None)
+    closing = asyncio.create_task(ProtocolLink(transport, protocol).close())
+    await asyncio.sleep(0)  # close() is waiting for the link to be released
+    closing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await closing
+    assert closing.cancelled(), "close() swallowed the cancellation"
+    assert transport.closing

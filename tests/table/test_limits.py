@@ -30,6 +30,19 @@ def test_line_noise_is_one_event_per_interval_and_one_summary() -> None:
     assert limiter.holding() == 0
 
 
+def test_the_summary_counts_the_bytes_the_held_errors_discarded() -> None:
+    """200 KB of noise as 1 KB garbled runs: one passes (its alarm), the rest are counted with
+    their bytes, before the device's first good frame as after it (drivers/stream.py)."""
+    limiter = DeviceLimiter(interval=60, events_per_minute=600)
+    noise = FrameError(device="shuffler", error="garbled", detail="1000 bytes", discarded=1000)
+    admitted = sum(limiter.admit(noise, T0 + timedelta(milliseconds=i)) for i in range(200))
+    assert admitted == 1
+    [summary] = limiter.flush(T0 + timedelta(seconds=61))
+    assert summary.frame_errors == 199 and summary.bytes_discarded == 199_000
+    assert summary.record()["bytes_discarded"] == 199_000
+    assert limiter.flush(T0 + timedelta(seconds=122)) == []  # counted once, then a new interval
+
+
 def test_each_device_has_its_own_budget() -> None:
     limiter = DeviceLimiter(interval=60, events_per_minute=600)
     assert limiter.admit(_frame_error("shuffler"), T0)
