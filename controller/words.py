@@ -90,6 +90,15 @@ ALARMS: Final[dict[str, str]] = {
     "journal_chain_broken": "the journal was edited outside the table (its hash chain is broken)",
     "kept_state_edited": "the table's kept state was edited outside it",
     "latched_alarm_unreadable": "a kept alarm could not be read",
+    "command_refused": "commands refused",
+    "game_protection": "game protection",
+}
+
+#: Why a command was refused before the table (the ``command_refused`` alarm's detail).
+REFUSALS: Final[dict[str, str]] = {
+    "wrong_pin": "wrong PIN",
+    "locked_out": "locked out after wrong PINs",
+    "rate_limited": "over the rate limit",
 }
 
 #: How the first position was drawn (docs/rules.md §6).
@@ -100,7 +109,14 @@ METHODS: Final[dict[str, str]] = {
     "dice_manual": "dice keyed by the dealer",
 }
 
-_ALL: Final[dict[str, str]] = {**LINES, **PAI_GOW_REASONS, **PROBLEMS, **ALARMS, **METHODS}
+_ALL: Final[dict[str, str]] = {
+    **LINES,
+    **PAI_GOW_REASONS,
+    **PROBLEMS,
+    **ALARMS,
+    **METHODS,
+    **REFUSALS,
+}
 
 
 def words(code: str) -> str:

@@ -1,5 +1,6 @@
-"""``paigow-table run``, ``check-config`` and ``demo``: the table itself. Arguments only here;
-what a command needs is imported when it runs, so the CLI starts without aiohttp or aiomqtt."""
+"""``paigow-table run``, ``check-config``, ``demo`` and ``kiosk``: the table itself. Arguments
+only here; what a command needs is imported when it runs, so the CLI starts without aiohttp or
+aiomqtt."""
 
 from __future__ import annotations
 
@@ -33,6 +34,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 130
 
 
+def cmd_kiosk(args: argparse.Namespace) -> int:
+    from controller.display.kiosk import BROWSER_ARGS, launch, token_path
+
+    extra = [a for a in args.browser_args if a != "--"] if args.browser_args else []
+    browser = [args.browser, *(extra or BROWSER_ARGS)]
+    return launch(args.url, token_path(args.token_file), browser, wait=args.wait)
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run the table daemon", description="Run the table daemon.")
     p.add_argument("--config", required=True, help="the table's TOML config file")
@@ -51,6 +60,36 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _demo_arguments(p)
     p.set_defaults(func=cmd_demo)
+    p = sub.add_parser(
+        "kiosk",
+        help="open the dealer page in the kiosk's browser, with the kiosk's credential",
+        description="Run the kiosk's browser on the dealer page with the kiosk's credential, "
+        'which keeps it served under a flood (docs/display.md, "The kiosk\'s credential"). '
+        "Run it as the kiosk's user; the token never goes on a command line.",
+    )
+    p.add_argument(
+        "--url", default="http://127.0.0.1:8080", help="the display (default http://127.0.0.1:8080)"
+    )
+    p.add_argument(
+        "--token-file",
+        help="the kiosk token ([display] kiosk_token_file); default: the systemd credential "
+        "kiosk-token ($CREDENTIALS_DIRECTORY/kiosk-token)",
+    )
+    p.add_argument("--browser", default="/usr/bin/chromium", help="default /usr/bin/chromium")
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=600.0,
+        help="seconds to wait for the display to answer (at boot), then start without the "
+        "credential (default 600)",
+    )
+    p.add_argument(
+        "browser_args",
+        nargs=argparse.REMAINDER,
+        help="after --: the browser's arguments, in place of --kiosk --incognito --no-first-run "
+        "--noerrdialogs",
+    )
+    p.set_defaults(func=cmd_kiosk)
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:

@@ -13,6 +13,7 @@ user. Here each one is also read as the table reads it:
 - ``mqtt.checkpoint_key_file``: ``controller.journal.checkpoints.read_hex_key``;
 - ``display.dealers_file``: ``controller.display.dealers.read_dealers``;
 - ``display.supervisors_file``: ``controller.display.dealers.read_supervisors``;
+- ``display.kiosk_token_file``: ``controller.display.kiosk.read_kiosk_token`` (32+ characters);
 - ``mqtt.tls``: ``controller.mqtt.wire.tls_context``, for the CA, then the certificate and key.
 
 A secret (every file but the CA and the client certificate) readable or writable by others than
@@ -69,6 +70,12 @@ def _supervisors(path: Path) -> None:
     read_supervisors(path)
 
 
+def _kiosk_token(path: Path) -> None:
+    from controller.display.kiosk import read_kiosk_token
+
+    read_kiosk_token(path)
+
+
 @dataclass(frozen=True)
 class FileSetting:
     """A key naming a file: its section, whether it holds a secret, the reader the table uses
@@ -120,6 +127,13 @@ SETTINGS: Final[tuple[FileSetting, ...]] = (
         True,
         _supervisors,
         "'BADGE pbkdf2_sha256$…' a line (paigow-table supervisor-pin BADGE)",
+    ),
+    FileSetting(
+        ("display",),
+        "kiosk_token_file",
+        True,
+        _kiosk_token,
+        "the kiosk token, at least 32 characters (e.g. `openssl rand -hex 32`)",
     ),
 )
 

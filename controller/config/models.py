@@ -408,17 +408,25 @@ class DisplayConfig(_Model):
         default=False,
         description="accept dealer input (dice, seats, settings, void) from other hosts",
     )
+    kiosk_token_file: ReadableFile | None = Field(
+        default=None,
+        description="the kiosk's token (at least 32 characters): the kiosk launcher "
+        "('paigow-table kiosk') buys the kiosk's credential with it, which keeps the kiosk "
+        "served under a flood; without it a random token is made at start, known to no launcher",
+    )
     max_connections: int = Field(
         default=256,
         ge=8,
         le=4096,
-        description="open connections at most; the loopback kiosk has a reserve beyond this",
+        description="open connections at most; beyond it the oldest idle one is closed for a "
+        "new one, never the kiosk's",
     )
     max_streams: int = Field(
         default=64,
         ge=2,
         le=2048,
-        description="live streams at most; the oldest remote stream is closed to admit a new one",
+        description="live streams at most; the oldest one not the kiosk's is closed to admit a "
+        "new one",
     )
     request_timeout: float = Field(
         default=10.0,

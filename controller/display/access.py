@@ -12,6 +12,10 @@ Two rules, both decided from the TCP peer address (``request.remote``; forwardin
   i.e. a loopback client, unless the config accepts remote dealer input
   (``[display] remote_dealer_input``; then a remote client needs the token too).
 
+Neither rule gives the kiosk anything the table computer's other programs lack: the kiosk's
+credential (kiosk.py, a cookie only the holder of the kiosk token gets) is asked only by the
+limits (guard.py), to keep the kiosk served under a flood from that same address.
+
 Loopback clients must also name a loopback host (or the configured one) in ``Host``, so a web
 page elsewhere cannot reach the table through DNS rebinding; and a request that changes anything
 must carry an ``Origin`` naming this server's own origin (a browser sends it with every POST;
@@ -29,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from aiohttp import web
+
+from controller.display.kiosk import KIOSK_COOKIE, KioskKey
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 #: The cookie a supervisor's login sets (HttpOnly, SameSite=Strict): a session id, not the token.
@@ -132,6 +138,7 @@ class AccessPolicy:
     configured_host: str = "127.0.0.1"
     remote_dealer_input: bool = False
     sessions: Sessions = field(default_factory=Sessions, compare=False, repr=False)
+    kiosk: KioskKey = field(default_factory=KioskKey, compare=False, repr=False)
 
     def host_allowed(self, host_header: str | None) -> bool:
         """A loopback client must address the server by a loopback name or address, or by the
@@ -167,6 +174,13 @@ class AccessPolicy:
             401,
             "remote access needs the supervisor token: sign in on the page, "
             "or send it as Authorization: Bearer",
+        )
+
+    def is_kiosk(self, request: web.BaseRequest) -> bool:
+        """Does this request carry the kiosk's credential (its cookie, from loopback)? Asked
+        by the limits only: it never lets anything through that would otherwise be refused."""
+        return is_loopback_address(request.remote) and self.kiosk.cookie_ok(
+            request.cookies.get(KIOSK_COOKIE)
         )
 
     def same_origin(self, request: web.BaseRequest) -> Decision:

@@ -151,6 +151,18 @@ class LoginBody(Body):
     token: str = Field(min_length=1, max_length=1024)
 
 
+class KioskTicketBody(Body):
+    """The kiosk launcher's ``POST /api/kiosk/ticket``: the kiosk token."""
+
+    token: str = Field(min_length=1, max_length=1024)
+
+
+class KioskBody(Body):
+    """The kiosk page's ``POST /api/kiosk``: the one-time ticket the launcher got."""
+
+    ticket: str = Field(min_length=1, max_length=128)
+
+
 B = TypeVar("B", bound=Body)
 
 

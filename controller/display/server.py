@@ -31,6 +31,7 @@ from controller.display.access import SESSION_COOKIE, AccessPolicy, Decision, is
 from controller.display.bodies import BodyError
 from controller.display.dealers import BadgeBook, Lockouts, read_dealers, read_supervisors
 from controller.display.guard import ConnectionGuard, StreamLimiter, Tally
+from controller.display.kiosk import KIOSK_COOKIE, KioskKey, read_kiosk_token
 from controller.display.state import CLOSE, LiveState, Update
 from controller.display.stats import side_wagers, two_jacks
 from controller.display.supervisors import PinGuard, SupervisorGate
@@ -89,7 +90,8 @@ class DisplayContext:
     guard: ConnectionGuard | None = None  # set while serving
     #: Wrong supervisor tokens at the login, per source (the same doubling lockout as PINs).
     logins: Lockouts = field(default_factory=Lockouts)
-    #: Whether a peer is on the kiosk's side of the caps (the table computer itself).
+    #: Whether a peer is the table computer itself: its commands are journaled on the
+    #: ``kiosk`` channel. (The limits do not ask: they prefer the kiosk's credential.)
     local_peer: Callable[[str | None], bool] = is_loopback_address
 
     @property
@@ -111,6 +113,8 @@ class DisplayContext:
             "void_problem": problem,
             "supervisor": self.supervisors.mode,
             "sign_in_enabled": self.dealers is not None,
+            # This page carries the kiosk's credential (kept served under a flood).
+            "kiosk": self.policy.is_kiosk(request),
         }
 
     def channel(self, remote: str) -> str:
@@ -210,7 +214,7 @@ ACTIONS = frozenset(
 )
 #: The supervisor's login and logout: open to a remote client without a session (same origin).
 SESSION_PATHS = frozenset({"/api/login", "/api/logout"})
-PAGES = frozenset({"/", "/dealer", "/supervisor"})
+PAGES = frozenset({"/", "/dealer", "/supervisor", "/kiosk"})
 READS = frozenset({"GET", "HEAD"})
 TOKEN_IN_URL = (
     "the supervisor token is not accepted in the address (it would be kept in histories, "
@@ -235,9 +239,25 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
     page's own origin; its body is read by the handler (a bad one is a 400). An unforeseen
     failure is a JSON 500 with no detail (the detail goes to the log)."""
     ctx = request.app.get(CONTEXT_KEY)
-    if ctx is not None and ctx.guard is not None:
-        ctx.guard.request_arrived(request.transport)  # its request head is complete: no timeout
     policy = request.app[POLICY_KEY]
+    guard = ctx.guard if ctx is not None else None
+    if guard is None:
+        return await _access(request, handler, policy)
+    # Its request head is complete: no arrival timeout, and not idle until the handler returns.
+    if not guard.request_arrived(request.transport, kiosk=policy.is_kiosk(request)):
+        response = _error(503, "the display is at its connection limit: try again later")
+        response.force_close()
+        return response
+    try:
+        return await _access(request, handler, policy)
+    finally:
+        guard.request_done(request.transport)
+
+
+async def _access(
+    request: web.Request, handler: Handler, policy: AccessPolicy
+) -> web.StreamResponse:
+    """The access rules, then the handler (the middleware's body, inside the guard's count)."""
     if request.path.startswith("/static/"):
         return await handler(request)
     if "token" in request.query:
@@ -304,6 +324,12 @@ async def supervisor_page(request: web.Request) -> web.StreamResponse:
     return web.FileResponse(STATIC_DIR / "supervisor.html")
 
 
+async def kiosk_page(request: web.Request) -> web.StreamResponse:
+    """Where the kiosk launcher sends the browser, with a one-time ticket after ``#``: the
+    page spends it (``POST /api/kiosk``) and goes on to ``/dealer``. No table data in it."""
+    return web.FileResponse(STATIC_DIR / "kiosk.html")
+
+
 async def api_state(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
     return web.json_response({**ctx.state.snapshot(), "controls": ctx.controls(request)})
@@ -314,8 +340,8 @@ async def api_events(request: web.Request) -> web.StreamResponse:
     ``device``, ``status`` and ``seats`` updates as they are journaled."""
     ctx = _ctx(request)
     queue, snapshot = ctx.state.subscribe()
-    local = ctx.local_peer(request.remote)
-    if not ctx.streams.admit(queue, local, ctx.state.close_client):
+    kiosk = ctx.policy.is_kiosk(request)  # the kiosk's stream is never closed for another
+    if not ctx.streams.admit(queue, kiosk, ctx.state.close_client):
         ctx.state.unsubscribe(queue)
         return _error(503, "too many live streams on this table: try again later")
     response = web.StreamResponse(
@@ -671,6 +697,47 @@ async def api_login(request: web.Request) -> web.StreamResponse:
     return response
 
 
+def _kiosk_only(request: web.Request) -> web.Response | None:
+    if is_loopback_address(request.remote):
+        return None
+    return _error(403, "the kiosk's credential is given on the table computer only (loopback)")
+
+
+async def api_kiosk_ticket(request: web.Request) -> web.StreamResponse:
+    """The kiosk launcher's: a one-time ticket (good for ``TICKET_S``) for the kiosk token.
+    Wrong tokens are refused and counted, not locked out: a lockout would let any program on
+    the table computer keep the kiosk from its credential (the token is 32+ random
+    characters: guessing it is hopeless)."""
+    ctx = _ctx(request)
+    if (refused := _kiosk_only(request)) is not None:
+        return refused
+    body = await bodies.body(request, bodies.KioskTicketBody)
+    if not ctx.policy.kiosk.token_ok(body.token):
+        ctx.tally.add("kiosk_token_refused")
+        return _error(403, "wrong kiosk token")
+    return web.json_response(
+        {"ok": True, "ticket": ctx.policy.kiosk.ticket(), "expires_s": ctx.policy.kiosk.lifetime}
+    )
+
+
+async def api_kiosk(request: web.Request) -> web.StreamResponse:
+    """The kiosk page spends its ticket: the answer sets the kiosk's cookie (HttpOnly,
+    SameSite=Strict, no expiry: it ends with the browser)."""
+    ctx = _ctx(request)
+    if (refused := _kiosk_only(request)) is not None:
+        return refused
+    body = await bodies.body(request, bodies.KioskBody)
+    if not ctx.policy.kiosk.redeem(body.ticket):
+        ctx.tally.add("kiosk_ticket_refused")
+        return _error(403, "this kiosk ticket is spent, expired or unknown: start the kiosk again")
+    response = web.json_response({"ok": True})
+    response.set_cookie(
+        KIOSK_COOKIE, ctx.policy.kiosk.cookie, path="/", httponly=True, samesite="Strict"
+    )
+    log.info("kiosk_credential_given", remote=request.remote)
+    return response
+
+
 async def api_logout(request: web.Request) -> web.StreamResponse:
     await bodies.body(request, bodies.EmptyBody)
     _ctx(request).policy.sessions.close(request.cookies.get(SESSION_COOKIE))
@@ -681,8 +748,11 @@ async def api_logout(request: web.Request) -> web.StreamResponse:
 
 # --- the application -------------------------------------------------------------------------
 
-#: A credential inside a text: a ``token`` in a query string, Bearer credentials, our cookie.
-_CREDENTIAL = re.compile(r"(?i)(token=|bearer\s+|" + SESSION_COOKIE + r"=)[^\s&'\";\\]*")
+#: A credential inside a text: a ``token`` or ``ticket`` in a query string, Bearer credentials,
+#: our cookies (the supervisor's session, the kiosk's).
+_CREDENTIAL = re.compile(
+    r"(?i)(token=|ticket=|bearer\s+|" + SESSION_COOKIE + "=|" + KIOSK_COOKIE + r"=)[^\s&'\";\\]*"
+)
 
 
 def redact(text: str) -> str:
@@ -747,6 +817,7 @@ def build_app(ctx: DisplayContext) -> web.Application:
     r.add_get("/", index)
     r.add_get("/dealer", dealer_page)
     r.add_get("/supervisor", supervisor_page)
+    r.add_get("/kiosk", kiosk_page)
     r.add_get("/api/state", api_state)
     r.add_get("/api/events", api_events)
     r.add_get("/api/overview", api_overview)
@@ -767,6 +838,8 @@ def build_app(ctx: DisplayContext) -> web.Application:
     r.add_post("/api/sign-out", api_sign_out)
     r.add_post("/api/login", api_login)
     r.add_post("/api/logout", api_logout)
+    r.add_post("/api/kiosk/ticket", api_kiosk_ticket)
+    r.add_post("/api/kiosk", api_kiosk)
     r.add_static("/static", STATIC_DIR, append_version=False)
     return app
 
@@ -826,12 +899,30 @@ class DisplayService:
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         return f"http://{'[' + shown + ']' if ':' in shown else shown}:{self.port}"
 
+    @property
+    def kiosk_token(self) -> str | None:
+        """The kiosk token in use (once serving): from ``kiosk_token_file``, or the one made at
+        start, known only to this process (tests, the demo)."""
+        return self.context.policy.kiosk.token if self.context is not None else None
+
+    @staticmethod
+    def _kiosk_key(path: Path | None) -> KioskKey:
+        if path is not None:
+            try:
+                return KioskKey(read_kiosk_token(path))
+            except (ConfigError, OSError, ValueError) as exc:
+                # The kiosk still works, without its preference under a flood.
+                errors = exc.errors if isinstance(exc, ConfigError) else [exc]
+                log.error("kiosk_token_unreadable", errors=[str(e) for e in errors])
+        return KioskKey()
+
     async def _context(self, daemon: DisplayHost) -> DisplayContext:
         cfg = daemon.config.display
         policy = AccessPolicy(
             token=_secret(cfg.read_supervisor_token, "supervisor_token_file"),
             configured_host=self.host or cfg.host,
             remote_dealer_input=self.remote_dealer_input or cfg.remote_dealer_input,
+            kiosk=self._kiosk_key(cfg.kiosk_token_file),
         )
         last = await asyncio.to_thread(history.last_round, daemon.journal)
         # From here to subscribe nothing awaits: no effect can fall between snapshot and listener.
@@ -916,7 +1007,6 @@ class DisplayService:
             max_connections=cfg.max_connections,
             request_timeout=cfg.request_timeout,
             tally=ctx.tally,
-            is_local=ctx.local_peer,
         )
         server = await asyncio.get_running_loop().create_server(
             ctx.guard, host, port, reuse_address=True, backlog=128

@@ -23,6 +23,7 @@ from typing import Any
 from controller.game.deal import DEAD_CODES, MISDEAL_CODES
 from controller.journal.checkpoints import sign_checkpoint
 from controller.journal.store import KEPT_STATE, chain_link, open_read_only, seal_of
+from controller.words import words
 
 BATCH = 5_000
 
@@ -641,12 +642,24 @@ def recall_rounds(
 
 
 def _side(out: dict[str, Any] | None) -> str:
+    """A side wager as a person reads it: "three of a kind: pays 5 to 1", "loses", "push" (a
+    losing or pushing line is not named: "lose: loses" said nothing)."""
     if not out:
         return "-"
     pays = out.get("pays")
-    verdict = "loses" if pays == -1 else "push" if pays == 0 else f"pays {pays} to 1"
     win = f" ({out['win']:+})" if out.get("win") is not None else ""
-    return f"{str(out.get('line', '')).replace('_', ' ')}: {verdict}{win}"
+    if not isinstance(pays, int) or pays <= 0:
+        return ("push" if pays == 0 else "loses") + win
+    return f"{words(str(out.get('line', '')))}: pays {pays} to 1{win}"
+
+
+def _packet_of(p: dict[str, Any]) -> str:
+    """Whose a dealt packet was: "seat 2 · packet 3", "dealer · packet 1", "packet 4" (a dead
+    deal with no first position: no seat had it)."""
+    seat = str(p.get("seat", ""))
+    who = "" if seat.startswith("packet") else "dealer" if seat == "dealer" else f"seat {seat}"
+    packet = f"packet {p['packet']}" if p.get("packet") else ""
+    return " · ".join(x for x in (who, packet) if x) or seat
 
 
 def recall_text(rounds: list[dict[str, Any]]) -> Iterator[str]:
@@ -661,15 +674,13 @@ def recall_text(rounds: list[dict[str, Any]]) -> Iterator[str]:
         draw = res.get("first_position")
         if draw:
             how = draw.get("dice") or draw.get("number")
-            yield f"  first position: {draw['method']} {how} → position {draw['position']}"
+            yield f"  first position: {words(draw['method'])} {how} → position {draw['position']}"
         if res.get("shuffle_id"):
             yield f"  shuffle {res['shuffle_id']} from {res.get('card_source', '')}"
         if res.get("dealer_id"):
             yield f"  dealt by {res['dealer_id']}"
         for p in res.get("positions", []):
-            yield f"  position {p['position']} ({p['seat']}, packet {p['packet']}): " + " ".join(
-                p["cards"]
-            )
+            yield f"  position {p['position']} ({_packet_of(p)}): " + " ".join(p["cards"])
         dealer = res.get("dealer")
         if dealer:
             setting = dealer.get("setting")
@@ -688,7 +699,7 @@ def recall_text(rounds: list[dict[str, Any]]) -> Iterator[str]:
                 f"{_side(seat.get('jacks_beat'))}; Ace High {_side(seat.get('push_ace_high'))}"
             )
         for reason in res.get("reasons", []):
-            yield f"  reason: {reason.get('code')}: {reason.get('detail')}"
+            yield f"  reason: {words(str(reason.get('code')))}: {reason.get('detail')}"
         for e in r["events"]:
             if e["kind"] in ("packet_dealt", "round_sealed", "deal_seen"):
                 continue

@@ -59,6 +59,7 @@ supervisor_token_file = "supervisor-token"
 void_pin_file = "void-pin"
 dealers_file = "dealers"
 supervisors_file = "supervisors"
+kiosk_token_file = "kiosk-token"
 """
 
 
@@ -118,6 +119,12 @@ SETTINGS = [
         "supervisors:2: S-0042's PIN is not a pbkdf2_sha256 hash "
         "(make one with 'paigow-table supervisor-pin BADGE')",
     ),
+    Setting(
+        "display.kiosk_token_file",
+        "kiosk-token",
+        b"too-short\n",
+        "the kiosk token has 9 characters: expected at least 32 characters",
+    ),
 ]
 
 
@@ -154,6 +161,7 @@ def table(tmp_path: Path, certificate: tuple[bytes, bytes]) -> Path:
         "void-pin": b"730519\n",
         "dealers": f"D-1042 {hash_pin('4711', iterations=10_000)}\n".encode(),
         "supervisors": f"# the pit\nS-0042 {hash_pin('604918', iterations=10_000)}\n".encode(),
+        "kiosk-token": b"0123456789abcdef" * 4 + b"\n",
     }
     for name, content in good.items():
         path = tmp_path / name

@@ -112,6 +112,35 @@ async def kiosk(
             await context.close()
 
 
+@pytest.fixture
+def raise_nofile() -> None:
+    """Room for a flood's sockets and the server's in one process."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 8192:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(8192, hard), hard))
+
+
+async def kiosk_credential(url: str, token: str) -> str:
+    """The kiosk's cookie value, got as the launcher and the kiosk page get it: a ticket for
+    the kiosk token (``POST /api/kiosk/ticket``), spent at ``POST /api/kiosk``."""
+    import aiohttp
+
+    from controller.display.kiosk import KIOSK_COOKIE
+
+    origin = {"Origin": url}
+    async with aiohttp.ClientSession() as session:
+        async with session.post(
+            f"{url}/api/kiosk/ticket", json={"token": token}, headers=origin
+        ) as response:
+            assert response.status == 200, await response.text()
+            ticket = (await response.json())["ticket"]
+        async with session.post(f"{url}/api/kiosk", json={"ticket": ticket}, headers=origin) as r:
+            assert r.status == 200, await r.text()
+            return r.cookies[KIOSK_COOKIE].value
+
+
 def write_secret(path: Path, value: str) -> Path:
     path.write_text(value + "\n", encoding="utf-8")
     path.chmod(0o600)

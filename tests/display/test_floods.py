@@ -1,9 +1,10 @@
 """Floods against the display server (docs/display.md, "Limits and floods"): 1,100 idle
 connections and 1,000 live streams, while the kiosk's own stream delivers the next round.
 
-The flood comes from 127.0.0.2 and the kiosk from 127.0.0.1; the server is told that only
-127.0.0.1 is the kiosk's side (``local_peer``), so the flood is treated as remote clients are,
-with real sockets through the real server and daemon."""
+The flood comes from 127.0.0.2, with real sockets through the real server and daemon. The limits
+treat every address alike: the kiosk is told apart by its credential (its cookie), so the stream
+test gives the kiosk its credential. The same floods from the kiosk's own address, 127.0.0.1:
+tests/display/test_kiosk_flood.py."""
 
 from __future__ import annotations
 
@@ -17,13 +18,11 @@ import pytest
 import structlog
 
 from controller.display import DisplayService
+from controller.display.kiosk import KIOSK_COOKIE
+from tests.display.conftest import kiosk_credential
 from tests.harness import running_table
 
 FLOOD_FROM = "127.0.0.2"
-
-
-def kiosk_only(remote: str | None) -> bool:
-    return remote == "127.0.0.1"
 
 
 async def _until(condition, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
@@ -36,8 +35,9 @@ async def _until(condition, timeout: float = 10.0) -> None:  # type: ignore[no-u
 class Kiosk:
     """The dealer page's live stream, read with a real HTTP client from 127.0.0.1."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, cookie: str | None = None) -> None:
         self.url = url
+        self.headers = {"Cookie": f"{KIOSK_COOKIE}={cookie}"} if cookie else {}
         self.events: asyncio.Queue[tuple[str, dict[str, object]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
@@ -55,7 +55,9 @@ class Kiosk:
     async def _read(self) -> None:
         async with (
             aiohttp.ClientSession() as session,
-            session.get(f"{self.url}/api/events", timeout=aiohttp.ClientTimeout()) as response,
+            session.get(
+                f"{self.url}/api/events", headers=self.headers, timeout=aiohttp.ClientTimeout()
+            ) as response,
         ):
             event = ""
             async for raw in response.content:
@@ -91,20 +93,13 @@ async def _closed_by_server(reader: asyncio.StreamReader) -> bool:
         return True  # refused at once: aborted
 
 
-@pytest.fixture
-def raise_nofile() -> None:
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < 8192:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(8192, hard), hard))
-
-
 @pytest.mark.usefixtures("raise_nofile")
 async def test_1100_idle_connections_are_capped_and_timed_out_and_the_kiosk_is_served(
     tmp_path: Path,
 ) -> None:
-    display = DisplayService(port=0, local_peer=kiosk_only)
+    """The cap holds, and the oldest idle connection is closed for each newcomer (before: a
+    newcomer beyond the cap was refused, so an idle flood kept everyone else out)."""
+    display = DisplayService(port=0)
     extra = "\n[display]\nmax_connections = 256\nrequest_timeout = 1.0\n"
     with structlog.testing.capture_logs() as logs:
         async with running_table(tmp_path, services=[display], config_extra=extra, seed=71) as t:
@@ -113,10 +108,12 @@ async def test_1100_idle_connections_are_capped_and_timed_out_and_the_kiosk_is_s
             assert ctx is not None and ctx.guard is not None
             async with Kiosk(display.url) as kiosk:
                 flood = await _open_idle(display.port or 0, 1_100)
-                assert ctx.guard.connections <= 256 + 16
-                refused = ctx.tally.counts.get("connection_refused", 0)
-                assert refused >= 1_100 - 256
-                # The kiosk is served beside the flood (its reserve), and its stream delivers.
+                assert ctx.guard.connections <= 256
+                evicted = ctx.tally.counts.get("connection_evicted", 0)
+                assert evicted >= 1_100 - 256
+                assert ctx.tally.counts.get("connection_refused", 0) == 0
+                # The kiosk is served beside the flood (an idle one makes room for it), and its
+                # live stream (a request in flight: never idle) delivers.
                 async with (
                     aiohttp.ClientSession() as session,
                     session.get(f"{display.url}/api/state") as response,
@@ -160,17 +157,18 @@ async def _ended(reader: asyncio.StreamReader, timeout: float = 10.0) -> bool:
 async def test_1000_streams_keep_the_newest_remote_ones_and_the_kiosk_stream(
     tmp_path: Path,
 ) -> None:
-    display = DisplayService(port=0, local_peer=kiosk_only)
+    display = DisplayService(port=0)
     extra = "\n[display]\nmax_connections = 2048\nmax_streams = 64\n"
     async with running_table(tmp_path, services=[display], config_extra=extra, seed=73) as t:
         await display.wait_started()
         ctx = display.context
-        assert ctx is not None
-        async with Kiosk(display.url) as kiosk:
+        assert ctx is not None and display.kiosk_token is not None
+        cookie = await kiosk_credential(display.url, display.kiosk_token)
+        async with Kiosk(display.url, cookie) as kiosk:
             streams = []
             for _ in range(1_000):
                 streams.append(await _open_stream(display.port or 0))
-            # 64 in all: the kiosk's and the 63 newest remote ones.
+            # 64 in all: the kiosk's and the 63 newest others.
             assert ctx.streams.streams == 64
             assert ctx.tally.counts.get("stream_dropped", 0) == 1_000 - 63
             # Oldest first: the first remote stream was ended, the newest is still open.

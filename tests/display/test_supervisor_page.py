@@ -44,6 +44,8 @@ async def test_supervisor_sees_status_history_charts_and_every_detail(
         await expect(page.locator("#rounds tr.round-row")).to_have_count(14)
         await expect(page.locator("#devices .device.up")).to_have_count(2)
         await expect(page.locator("#table-open")).to_have_text("TABLE OPEN")
+        # Nobody can acknowledge here (no supervisor credential): the header says read only.
+        await expect(page.locator(".brand .game")).to_have_text("PIT SUPERVISOR · READ ONLY")
 
         # Charts, drawn as inline SVG from the JSON endpoints.
         await expect(page.locator("#chart-hourly svg rect").first).to_be_attached()
@@ -138,7 +140,9 @@ async def test_a_latched_alarm_is_shown_until_a_named_person_acknowledges_it(
             t.daemon.refused(Refusal("display", "10.9.8.7", "void_round", "wrong_pin", "wrong PIN"))
         item = page.locator("#latched-list li.latched-alarm")
         await expect(item).to_have_count(1)
-        await expect(item).to_contain_text("void_round commands from display 10.9.8.7")
+        # In words: "void round", "(wrong PIN)", never void_round or wrong_pin.
+        await expect(item).to_contain_text("void round commands from display 10.9.8.7")
+        await expect(item).to_contain_text("(wrong PIN)")
         await expect(page.locator("#dealer")).to_have_text("No dealer signed in")
         await shot(page, "supervisor-latched-alarm")
         await item.locator(".ack-by").fill("Supervisor Kim")

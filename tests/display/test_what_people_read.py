@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, Page, expect
 
+from controller.table import Refusal
 from simulators.demo import DEMO_CONFIG
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator
 from tests.display.conftest import kiosk, shot, write_secret
+from tests.display.screens import BRIGHT_CALLS, CALLS_TO_ACT
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -32,26 +34,50 @@ async def _codes_on(page: Page) -> set[str]:
 
 
 async def test_no_code_names_on_either_page(browser: Browser, tmp_path: Path) -> None:
-    async with kiosk(browser, tmp_path, seed=8) as k:
+    pin = write_secret(tmp_path / "void.pin", "730519")
+    extra = f'[display]\nvoid_pin_file = "{pin}"\n'
+    async with kiosk(browser, tmp_path / "run", seed=8, config_extra=extra) as k:
         page, t = k.page, k.table
         await t.deal()
         dup = await t.deal(faults="duplicate_card")
         await expect(page.locator("#banner")).to_be_visible()
         assert await _codes_on(page) == set()
+        long = await t.deal(faults="eight_cards")  # a long packet: a misdeal
+        assert long.reasons[0].code == "long_packet"
+        await expect(page.locator("#banner-sub")).to_have_text("Misdeal")
+        assert await _codes_on(page) == set()
         short = await t.deal(faults="short_packet")
         await expect(page.locator("#banner-sub")).to_have_text("A packet was short")
         assert await _codes_on(page) == set()
+        # A guesser's wrong PINs: the latched alarm's detail carries the refusal's code.
+        for _ in range(3):
+            t.daemon.refused(Refusal("display", "10.9.8.7", "void_round", "wrong_pin", "wrong PIN"))
         supervisor = await page.context.new_page()
         await supervisor.goto(k.url + "/supervisor")
+        # Latched: the deck's integrity (the duplicate card), and the guesser.
+        await expect(supervisor.locator("#latched-list li.latched-alarm")).to_have_count(2)
         await expect(
             supervisor.locator(f'#rounds tr[data-round-id="{short.round_id}"]')
         ).to_be_visible()
-        for r in (dup, short):
+        assert await _codes_on(supervisor) == set()
+        for r in (dup, long, short):
             await supervisor.locator(f'#rounds tr[data-round-id="{r.round_id}"]').click()
             await expect(
                 supervisor.locator(f'.d-head[data-round-id="{r.round_id}"]')
             ).to_be_visible()
             assert await _codes_on(supervisor) == set()
+        # A dead round's packets, each by its seat and packet.
+        rows = await supervisor.locator(".positions li b").all_inner_texts()
+        labelled = [re.fullmatch(r"(seat \d+|dealer) · packet \d", r) for r in rows]
+        assert len(rows) == 7 and all(labelled), rows
+        # The regulator's recall, on the page: words, and no "lose: loses".
+        await supervisor.locator("#recall").click()
+        recall = supervisor.locator("#round-detail pre.recall")
+        await expect(recall).to_contain_text(f"Round #{short.round_seq}")
+        assert await _codes_on(supervisor) == set()
+        text = await recall.inner_text()
+        assert "lose: loses" not in text and ": loses" not in text
+        assert "(seat " in text and " · packet " in text
         await shot(supervisor, "supervisor-words-1920x1080")
 
 
@@ -108,10 +134,18 @@ async def test_a_silent_controller_is_called_out_and_recovers(
             await expect(page.locator("#link.up")).to_be_attached(timeout=15_000)
             lost = page.locator("#controller-lost")
             await expect(lost).to_be_hidden()
+            # A dead round's banner calls the dealer to act: the last thing the controller said.
+            await rng.press()
+            await shuffler.deal(faults="short_packet")
+            await expect(page.locator('#banner[data-kind="dead"]')).to_be_visible()
             proc.send_signal(signal.SIGSTOP)
             await expect(lost).to_be_visible(timeout=12_000)
             await expect(lost).to_contain_text("CONTROLLER NOT RESPONDING")
             await expect(page.locator("body")).to_have_attribute("data-controller", "lost")
+            # Stale: no call to act stays bright (the banner gives way to its greyed strip).
+            await expect(page.locator("#banner")).to_be_hidden()
+            await expect(page.locator('#strip[data-kind="dead"]')).to_be_visible()
+            assert await page.evaluate(BRIGHT_CALLS, CALLS_TO_ACT) == []
             await shot(page, "dealer-controller-not-responding-1920x1080")
             proc.send_signal(signal.SIGCONT)
             await expect(lost).to_be_hidden(timeout=12_000)

@@ -68,6 +68,7 @@ def test_contents_list_the_unit_rules_config_and_venv(built: Built) -> None:
         "/lib/systemd/system/paigow-table.service",
         "/lib/systemd/system/paigow-table-backup.service",
         "/lib/systemd/system/paigow-table-backup.timer",
+        "/usr/share/doc/paigow-table/examples/paigow-kiosk.service",
         "/lib/udev/rules.d/99-paigow-table.rules",
         "/etc/paigow-table/table.toml",
         f"{VENV}/pyvenv.cfg",

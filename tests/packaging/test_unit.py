@@ -76,3 +76,18 @@ def test_the_backup_units_run_the_backup_command_as_the_service_user() -> None:
     postinst = (systemd.parent / "packaging" / "postinst").read_text(encoding="utf-8")
     assert args.to in postinst
     assert "Persistent=true" in timer and "OnCalendar=" in timer
+
+
+def test_the_kiosk_unit_runs_the_kiosk_launcher_with_its_credential_and_restarts() -> None:
+    """The shipped example starts `paigow-table kiosk` (arguments the CLI parses) under a
+    kiosk compositor, hands it the token as a credential, and restarts the browser if it dies."""
+    from controller.cli.main import _registrars, build_parser
+
+    unit = (UNIT.parent / "paigow-kiosk.service").read_text(encoding="utf-8")
+    [exec_start] = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
+    argv = exec_start.removeprefix("ExecStart=").split()
+    program = argv.index(_settings()["ExecStart"][0].split()[0])  # the installed command
+    args = build_parser(_registrars()).parse_args(argv[program + 1 :])
+    assert args.command == "kiosk" and args.url.startswith("http://127.0.0.1:")
+    assert "LoadCredential=kiosk-token:" in unit and "Restart=always" in unit
+    assert "User=paigow\n" not in unit  # the browser is not the service's user

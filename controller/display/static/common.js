@@ -123,6 +123,19 @@ export function lineName(code) {
   return WORDS[c] || c.replaceAll("_", " ");
 }
 
+// A code inside free text (an alarm's detail, a reason, the recall): lower-case words joined by
+// underscores, not part of a path or a longer name ("/tmp/pytest_1/shuffler" stays as it is).
+const CODE_IN_TEXT = /(?<![\w/-])(command\.)?([a-z0-9]+(?:_[a-z0-9]+)+)(?![\w/-])/g;
+
+/** Free text with every code in it put in words: "(wrong_pin: wrong PIN)" → "(wrong PIN)",
+ *  "900 packet_dealt" → "900 packet dealt", "command.void_round" → "command: void round". */
+export function wordsIn(text) {
+  return String(text ?? "")
+    .replace(CODE_IN_TEXT, (_, command, code) => (command ? `command: ${lineName(code)}` : lineName(code)))
+    // a code followed by the same words, "(wrong_pin: wrong PIN)": once is enough
+    .replace(/\(([^():]+): \1\)/gi, "($1)");
+}
+
 /** "three of a kind, nines" → "Three of a kind, nines". */
 export function cap(text) {
   const t = String(text || "");

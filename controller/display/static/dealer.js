@@ -5,7 +5,8 @@
 // has a supervisors file (controls.supervisor "badge"), else the shared void PIN (and a name).
 
 import {
-  $, api, cap, cardFace, cardRow, clock, el, fill, lineName, live, pays, positionText, renderFault,
+  $, api, cap, cardFace, cardRow, clock, el, fill, lineName, live, pays, positionText, renderFault, timeText,
+  wordsIn,
 } from "./common.js";
 
 const S = {
@@ -62,8 +63,23 @@ function renderHeader() {
   node.dataset.phase = phase;
   node.textContent = S.status && S.status.table_open === false ? `Table closed · ${text}` : text;
   fill($("#devices"), Object.entries(S.devices).sort().map(([name, d]) =>
-    el("li", { class: ["device", d.online ? "up" : "down"], title: d.detail || (d.online ? "online" : "offline") },
+    el("li", { class: ["device", d.online ? "up" : "down"], title: wordsIn(d.detail) || (d.online ? "online" : "offline") },
       el("span", { class: "dot", "aria-hidden": "true" }), name, d.online ? null : el("b", { text: " OFFLINE" }))));
+  renderDevicesDown();
+}
+
+// A device offline is said in words across the page, not only by a red dot in the top bar: the
+// shuffler first (no deal can be read without it). docs/alarms.md, device_offline.
+function renderDevicesDown() {
+  const rank = (name) => (name === "shuffler" ? 0 : 1);
+  const down = Object.entries(S.devices).filter(([, d]) => !d.online)
+    .sort(([a], [b]) => rank(a) - rank(b) || a.localeCompare(b));
+  const node = $("#devices-down");
+  node.hidden = down.length === 0;
+  fill(node, down.map(([name, d]) => el("div", { class: "device-down", dataset: { device: name } },
+    el("b", { class: "down-name", text: `${name.toUpperCase()} OFFLINE` }),
+    el("span", { class: "down-what", text: "Do not start a deal until it is back" }),
+    el("span", { class: "down-detail", text: [d.at ? `since ${timeText(d.at)}` : "", wordsIn(d.detail)].filter(Boolean).join(" · ") }))));
 }
 
 function renderDealer() {
@@ -118,8 +134,11 @@ function renderDealer() {
     const reasons = res ? res.reasons || [] : [];
     fill(setting, el("div", { class: ["notice", r.phase === "void" ? "void" : "dead"] },
       el("div", { class: "notice-title", text: r.phase === "void" ? "Round void" : "All hands dead" }),
-      reasons.map((p) => el("div", { class: "reason", text: p.detail }))));
+      reasons.map((p) => el("div", { class: "reason", text: wordsIn(p.detail) }))));
   }
+  // The panel knows what its box shows: on a small screen the dealt seven cards give way to
+  // the setting, which shows the same cards bigger.
+  setting.closest(".dealer-panel").dataset.state = setting.dataset.state;
 
   const fp = (res && res.first_position) || (r && r.position);
   const where = positionText(fp, seatOf);
@@ -140,7 +159,8 @@ function sideChips(seat) {
       ? el("span", { class: "money", text: side.win > 0 ? `+${side.win}` : String(side.win) }) : null;
     if (p < 0) continue;
     chips.push(el("span", { class: ["chip", p > 0 ? "win" : "push"], dataset: { wager: name } },
-      el("b", { text: SIDE_NAMES[name] }), p > 0 ? ` ${lineName(side.line)} · ${pays(p)}` : " push", money));
+      // "10 to 1" is never broken over two lines
+      el("b", { text: SIDE_NAMES[name] }), p > 0 ? ` ${lineName(side.line)} · ${pays(p).replaceAll(" ", "\u00a0")}` : " push", money));
   }
   if (seat.envy && seat.envy.total) {
     chips.push(el("span", { class: "chip win", dataset: { wager: "envy" } }, el("b", { text: "Envy" }), ` $${seat.envy.total}`));
@@ -179,9 +199,10 @@ function renderSeats() {
       return el("li", { class: ["seat", occupied === false && "empty"], dataset: { seat: label } },
         head, el("div", { class: "seat-wait", text: why }));
     }
-    const body = el("div", { class: "seat-body" },
-      el("div", { class: "seat-cards" }, cardRow(seat.cards, "sm"),
-        el("span", { class: "seat-best", text: cap(seat.best_hand) })),
+    // The hand's name and the results wrap beside the cards: never cut off.
+    const cards = cardRow(seat.cards, "sm", "cards seat-cards");
+    const info = el("div", { class: "seat-info" },
+      el("div", { class: "seat-best", text: cap(seat.best_hand) }),
       el("div", { class: "chips" }, paiGowBadge(label, twoJacks), sideChips(seat)));
     const attrs = { class: ["seat", "dealt", canSet && "tappable"], dataset: { seat: label } };
     if (canSet) {
@@ -189,7 +210,7 @@ function renderSeats() {
       attrs.role = "button";
       attrs.tabindex = "0";
     }
-    return el("li", attrs, head, body);
+    return el("li", attrs, head, cards, info);
   }));
 }
 
@@ -203,10 +224,10 @@ function bannerFor() {
   if (res.status === "dead" || res.status === "misdeal") {
     const first = (res.reasons || [])[0];
     const sub = res.status === "misdeal" ? "Misdeal" : first ? cap(lineName(first.code)) : "";
-    return { kind: "dead", title: "ALL HANDS DEAD", sub, reason: (res.reasons || []).map((p) => p.detail).join(" · ") };
+    return { kind: "dead", title: "ALL HANDS DEAD", sub, reason: (res.reasons || []).map((p) => wordsIn(p.detail)).join(" · ") };
   }
   if (res.status === "void") {
-    return { kind: "void", title: "ROUND VOID", sub: "", reason: (res.reasons || []).map((p) => p.detail).join(" · ") };
+    return { kind: "void", title: "ROUND VOID", sub: "", reason: (res.reasons || []).map((p) => wordsIn(p.detail)).join(" · ") };
   }
   return null;
 }
@@ -227,7 +248,10 @@ function renderBanner() {
   $("#banner-sub").textContent = b.sub;
   $("#banner-reason").textContent = b.reason;
   fill(strip, el("b", { text: b.title }), b.sub ? ` · ${b.sub}` : "", b.reason ? ` · ${b.reason}` : "");
-  banner.hidden = S.dismissed.has(key);
+  // A stale screen (the controller not responding) calls nobody to act: the banner gives way to
+  // its strip, greyed with the rest (dealer.css), until the controller answers again.
+  const stale = document.body.dataset.controller === "lost";
+  banner.hidden = stale || S.dismissed.has(key);
   strip.hidden = !banner.hidden;
   banner.onclick = () => { S.dismissed.add(key); renderBanner(); };
 }
@@ -236,6 +260,9 @@ function renderControls() {
   const c = S.controls;
   const controls = $("#controls");
   controls.dataset.input = c.dealer_input ? "on" : "off";
+  // Whether this page carries the kiosk's credential (docs/display.md): nothing shown, for tests
+  // and for whoever inspects the kiosk.
+  document.body.dataset.kiosk = c.kiosk ? "yes" : "no";
   $("#btn-dice").hidden = !c.dealer_input;
   $("#btn-seats").hidden = !c.dealer_input;
   const voidBtn = $("#btn-void");
@@ -568,7 +595,7 @@ const handlers = {
   device(data) { S.devices[data.device] = data; renderHeader(); },
   status(data) { S.status = data; renderHeader(); renderControls(); },
   seats(data) { S.occupied = data.occupied; render(); },
-  alarm(data) { if (data.severity === "critical") say(`ALARM ${cap(lineName(data.code))}: ${data.detail}`, "error"); },
+  alarm(data) { if (data.severity === "critical") say(`ALARM ${cap(lineName(data.code))}: ${wordsIn(data.detail)}`, "error"); },
 };
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -588,6 +615,7 @@ document.addEventListener("DOMContentLoaded", () => {
     link.classList.toggle("up", up);
     link.classList.toggle("down", !up);
     link.title = up ? "live" : "reconnecting…";
+    renderBanner();
     if (!up) say("Connection to the table controller lost — reconnecting…", "error");
     else if ($("#message").dataset.kind === "error") say("", "info");
   });

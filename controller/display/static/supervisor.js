@@ -1,12 +1,22 @@
-// The floor supervisor's view, read only: table status, devices, alarms, charts drawn as inline
-// SVG from the JSON endpoints, and the round history with every journaled detail of a round.
+// The floor supervisor's view: table status, devices, alarms, charts drawn as inline SVG from the
+// JSON endpoints, and the round history with every journaled detail of a round. It changes
+// nothing at the table except one thing: a latched alarm acknowledged with a supervisor's PIN
+// (on the table computer, or remotely with remote_dealer_input), which the header says.
 
 import {
   $, api, cap, cardFace, cardRow, clock, dateTimeText, el, fill, lineName, live, pays, positionText, renderFault, svg,
-  timeText,
+  timeText, wordsIn,
 } from "./common.js";
 
-const S = { table: { seats: [] }, status: {}, devices: {}, round: null, alarms: [], query: "", offset: 0, limit: 25, selected: null, controls: {} };
+const S = {
+  table: { seats: [] }, status: {}, devices: {}, round: null, alarms: [], query: "", offset: 0, limit: 25, selected: null, controls: {},
+  showAllLatched: false,
+};
+// Latched alarms come in bursts (a flooding device raises one a minute): identical ones (same code
+// and device) are one entry with one acknowledgement, and at most this many entries are listed.
+const LATCHED_SHOWN = 4;
+const SEVERITY = { critical: 2, warning: 1, info: 0 };
+const OUTCOMES = { win: "wins", push: "push", lose: "loses" };
 const STATUS_COLOURS = { settled: "#2fbf71", dead: "#d7263d", misdeal: "#f08a24", void: "#8a969c", open: "#4ea8de" };
 const SIDE_NAMES = { chan_chu: "Chan Chu", jacks_beat: "Jacks Beat", push_ace_high: "Ace High" };
 const seatOf = (position) => (S.table.seats.find((s) => s.position === position) || {}).seat || String(position);
@@ -26,43 +36,133 @@ function renderHeader() {
   $("#current-round").textContent = r ? `Round ${r.round_seq} · ${r.phase.replace("_", " ")}` : "No round yet";
 }
 
+/** Can this page acknowledge a latched alarm? Its client may act (the table computer, or remote
+ *  dealer input), and a supervisor's credential is configured (a supervisors file, or the PIN). */
+function canAcknowledge() {
+  return !!(S.controls.dealer_input && S.controls.void_enabled);
+}
+
+function renderMode() {
+  const badges = S.controls.supervisor === "badge";
+  $("#mode").textContent = !canAcknowledge() ? "PIT SUPERVISOR · READ ONLY"
+    : `PIT SUPERVISOR · ACKNOWLEDGE ALARMS WITH ${badges ? "BADGE AND PIN" : "THE PIN"}`;
+}
+
+/** The latched alarms by code and device, each group's alarms newest first; groups by severity,
+ *  then in the order they first appeared (a new alarm of a group does not move it). */
+function latchedGroups() {
+  const groups = new Map();
+  for (const a of S.status.alarms_unacknowledged || []) {
+    const key = `${a.code}|${a.device || ""}`;
+    if (!groups.has(key)) groups.set(key, { key, code: a.code, device: a.device || "", alarms: [] });
+    groups.get(key).alarms.push(a);
+  }
+  const at = (a) => String(a.raised_at || "");
+  const out = [...groups.values()];
+  for (const g of out) {
+    g.alarms.sort((x, y) => at(y).localeCompare(at(x)));
+    g.severity = g.alarms.reduce((s, a) => (SEVERITY[a.severity] > SEVERITY[s] ? a.severity : s), "info");
+    g.first = at(g.alarms[g.alarms.length - 1]);
+  }
+  return out.sort((x, y) => SEVERITY[y.severity] - SEVERITY[x.severity] || x.first.localeCompare(y.first));
+}
+
+/** One acknowledgement for a group: the server takes one alarm id a request, so one request per
+ *  alarm, in turn, stopping at the first refusal (a wrong PIN is tried once, not once an alarm). */
+async function acknowledgeGroup(key, who, pin, note) {
+  const group = latchedGroups().find((g) => g.key === key);
+  const ids = group ? group.alarms.map((a) => a.alarm_id) : [];
+  const badges = S.controls.supervisor === "badge";
+  let done = 0;
+  for (const id of ids) {
+    note.textContent = ids.length > 1 ? `acknowledging ${done + 1} of ${ids.length}…` : "…";
+    const answer = await api("/api/alarms/acknowledge", { method: "POST", body: { alarm_id: id, pin, ...(badges ? { badge: who } : { by: who }) } });
+    if (!answer.ok) {
+      const why = answer.error || "refused";
+      note.textContent = done ? `${done} of ${ids.length} acknowledged, then: ${why}` : why;
+      return;
+    }
+    done += 1;
+  }
+  note.textContent = ids.length > 1 ? `all ${done} acknowledged` : "acknowledged";
+}
+
+function latchedForm(key) {
+  const badges = S.controls.supervisor === "badge";
+  const note = el("span", { class: "ack-note", role: "status" });
+  const by = el("input", {
+    class: "ack-by", type: "text", maxlength: badges ? "32" : "64", autocomplete: "off", spellcheck: "false",
+    placeholder: badges ? "supervisor badge" : "your name", "aria-label": badges ? "supervisor badge" : "acknowledged by",
+  });
+  const pin = el("input", { class: "ack-pin", type: "password", inputmode: "numeric", placeholder: "PIN", maxlength: "16", "aria-label": "supervisor PIN" });
+  const form = el("form", { class: "ack-form" }, by, pin, el("button", { class: "btn ack-button", type: "submit", text: "Acknowledge" }), note);
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const secret = pin.value;
+    pin.value = "";
+    await acknowledgeGroup(key, by.value.trim(), secret, note);
+  });
+  return form;
+}
+
 function renderLatched() {
   const latched = S.status.alarms_unacknowledged || [];
   $("#latched").hidden = latched.length === 0;
   $("#latched-count").textContent = String(latched.length);
   const dealer = S.status.dealer_id;
   $("#dealer").textContent = dealer ? `Dealer ${dealer}` : "No dealer signed in";
+  renderMode();
   // With a supervisors file the acknowledgement is by badge and PIN and names the badge; without
   // one, the shared void PIN and a name typed beside it (which nobody checks).
   const badges = S.controls.supervisor === "badge";
-  $("#latched-how").textContent = badges
-    ? "A supervisor acknowledges them with badge and PIN (recorded under the badge), or the casino's system by a signed command."
-    : "A named person acknowledges them with the supervisor's PIN (the name is recorded as typed), or the casino's system by a signed command.";
-  fill($("#latched-list"), ...latched.map((a) => {
-    const note = el("span", { class: "ack-note", role: "status" });
-    const by = el("input", {
-      class: "ack-by", type: "text", maxlength: badges ? "32" : "64", autocomplete: "off", spellcheck: "false",
-      placeholder: badges ? "supervisor badge" : "your name", "aria-label": badges ? "supervisor badge" : "acknowledged by",
-    });
-    const pin = el("input", { class: "ack-pin", type: "password", inputmode: "numeric", placeholder: "PIN", maxlength: "16", "aria-label": "supervisor PIN" });
-    const form = el("form", { class: "ack-form" }, by, pin,
-      el("button", { class: "btn", type: "submit", text: "Acknowledge" }), note);
-    form.addEventListener("submit", async (e) => {
-      e.preventDefault();
-      note.textContent = "…";
-      const who = by.value.trim();
-      const body = { alarm_id: a.alarm_id, pin: pin.value, ...(badges ? { badge: who } : { by: who }) };
-      const answer = await api("/api/alarms/acknowledge", { method: "POST", body });
-      pin.value = "";
-      note.textContent = answer.ok ? "acknowledged" : (answer.error || "refused");
-    });
-    return el("li", { class: ["alarm", a.severity, "latched-alarm"], "data-alarm": a.alarm_id },
-      el("span", { class: "sev", text: a.severity.toUpperCase() }),
-      el("span", { class: "when", text: a.raised_at ? dateTimeText(a.raised_at) : "" }),
-      el("b", { class: "code", text: cap(lineName(a.code)) }),
-      el("span", { class: "info", text: a.detail }),
-      form);
-  }));
+  const ack = canAcknowledge();
+  $("#latched-how").textContent = !ack
+    ? (S.controls.dealer_input
+      ? `They cannot be acknowledged from this page: ${wordsIn(S.controls.void_problem || "no supervisor PIN is configured").replace(/\.$/, "")}.`
+      : "This page is read only: acknowledge them on the table computer's supervisor page, or the casino's system by a signed command.")
+    : badges
+      ? "A supervisor acknowledges them with badge and PIN (recorded under the badge), or the casino's system by a signed command. One entry stands for identical alarms and acknowledges each."
+      : "A named person acknowledges them with the supervisor's PIN (the name recorded as typed), or the casino's system by a signed command. One entry stands for identical alarms and acknowledges each.";
+
+  const groups = latchedGroups();
+  const shown = S.showAllLatched ? groups : groups.slice(0, LATCHED_SHOWN);
+  // Entries are kept, not rebuilt, as alarms arrive: what a supervisor is typing stays.
+  const list = $("#latched-list");
+  const keep = new Set(shown.map((g) => `${g.key}|${ack}`));
+  for (const li of [...list.children]) if (!keep.has(`${li.dataset.group}|${li.dataset.ack}`)) li.remove();
+  const existing = new Map([...list.children].map((li) => [li.dataset.group, li]));
+  let previous = null;
+  for (const g of shown) {
+    let li = existing.get(g.key);
+    if (!li) {
+      li = el("li", { class: "latched-alarm", dataset: { group: g.key, ack: String(ack) } },
+        el("div", { class: "latched-head" }), ack ? latchedForm(g.key) : null);
+      if (previous) previous.after(li); else list.prepend(li);
+    }
+    previous = li;
+    const newest = g.alarms[0];
+    const n = g.alarms.length;
+    li.className = ["alarm", "latched-alarm", g.severity].join(" ");
+    li.dataset.alarm = newest.alarm_id;
+    li.dataset.count = String(n);
+    fill(li.querySelector(".latched-head"),
+      el("span", { class: "sev", text: g.severity.toUpperCase() }),
+      el("b", { class: "code", text: cap(lineName(g.code)) + (g.device ? ` · ${g.device}` : "") }),
+      n > 1 ? el("span", { class: "times", text: `× ${n}` }) : null,
+      el("span", { class: "when", text: n > 1 && timeText(g.alarms[n - 1].raised_at) !== timeText(newest.raised_at)
+        ? `${dateTimeText(g.alarms[n - 1].raised_at)} – ${timeText(newest.raised_at)}`
+        : dateTimeText(newest.raised_at) }),
+      el("span", { class: "info", text: wordsIn(newest.detail) + (n > 1 ? ` (the newest of ${n})` : "") }));
+    const button = li.querySelector(".ack-button");
+    if (button) button.textContent = n > 1 ? `Acknowledge all ${n}` : "Acknowledge";
+  }
+  const hidden = groups.length - shown.length;
+  const more = $("#latched-more");
+  more.hidden = groups.length <= LATCHED_SHOWN;
+  const rest = groups.slice(LATCHED_SHOWN).reduce((sum, g) => sum + g.alarms.length, 0);
+  fill(more, hidden > 0 ? el("span", { class: "more-count", text: `+${rest} more (${hidden} kind${hidden === 1 ? "" : "s"}) not listed` }) : null,
+    el("button", { class: "linkish", type: "button", text: S.showAllLatched ? "list fewer" : "list them all",
+      onclick: () => { S.showAllLatched = !S.showAllLatched; renderLatched(); } }));
 }
 
 function renderDevices() {
@@ -71,7 +171,7 @@ function renderDevices() {
     el("span", { class: "dot", "aria-hidden": "true" }),
     el("b", { text: name }),
     el("span", { class: "state", text: d.online ? "online" : "OFFLINE" }),
-    el("span", { class: "info", text: d.detail || "" }),
+    el("span", { class: "info", text: wordsIn(d.detail), title: wordsIn(d.detail) }),
     el("span", { class: "when", text: d.at ? timeText(d.at) : "" }))) : el("li", { class: "none", text: "No device has reported yet" }));
 }
 
@@ -81,7 +181,7 @@ function renderAlarms() {
     el("span", { class: "sev", text: a.severity.toUpperCase() }),
     el("span", { class: "when", text: timeText(a.at) }),
     el("b", { class: "code", text: cap(lineName(a.code)) }),
-    el("span", { class: "info", text: a.detail }),
+    el("span", { class: "info", text: wordsIn(a.detail) }),
     a.round_id ? el("button", { class: "linkish", type: "button", text: "round", onclick: () => showRound(a.round_id) }) : null)) : el("li", { class: "none", text: "No alarms since the controller started" }));
 }
 
@@ -292,6 +392,14 @@ async function loadRounds() {
   }) : el("tr", {}, el("td", { colspan: 6, class: "none", text: S.query ? `No round matches “${S.query}”` : "No rounds yet" })));
 }
 
+/** A dead round's packet: "seat 2 · packet 3", "dealer · packet 1", or "packet 4" when no first
+ *  position was drawn (so no seat had it). */
+function packetLabel(p) {
+  const packet = p.packet ? `packet ${p.packet}` : "";
+  const who = String(p.seat).startsWith("packet") ? "" : p.seat === "dealer" ? "dealer" : `seat ${p.seat}`;
+  return [who, packet || (who ? "" : String(p.seat))].filter(Boolean).join(" · ");
+}
+
 function section(title, ...children) {
   return el("section", { class: "d-section" }, el("h3", { text: title }), ...children);
 }
@@ -317,7 +425,7 @@ async function showRound(roundId) {
     el("div", { class: "small", text: `opened ${dateTimeText(reply.opened_at)} · closed ${reply.closed_at ? dateTimeText(reply.closed_at) : "—"}` })));
   if ((res.reasons || []).length || reply.reason) {
     parts.push(section("Reasons", el("ul", { class: "reasons" }, (res.reasons || [{ code: reply.reason, detail: "" }]).map((p) =>
-      el("li", {}, el("b", { text: cap(lineName(p.code)) }), p.detail ? ` — ${p.detail}` : "")))));
+      el("li", {}, el("b", { text: cap(lineName(p.code)) }), p.detail ? ` — ${wordsIn(p.detail)}` : "")))));
   }
   if (res.first_position) {
     const fp = res.first_position;
@@ -347,20 +455,20 @@ async function showRound(roundId) {
   if (players.length) {
     parts.push(section("Players' settings", el("ul", { class: "players" }, players.map((p) => el("li", {},
       el("b", { text: `Seat ${p.seat}` }), cardRow(p.setting.front, "sm"), cardRow(p.setting.back, "sm"),
-      el("span", { class: p.foul ? "lose" : "", text: p.foul ? "FOUL · loses" : `Pai Gow ${p.pai_gow.outcome} (${lineName(p.pai_gow.reason)})` }),
+      el("span", { class: p.foul ? "lose" : "", text: p.foul ? "FOUL · loses" : `Pai Gow ${OUTCOMES[p.pai_gow.outcome] || p.pai_gow.outcome} (${lineName(p.pai_gow.reason)})` }),
       p.house_way ? el("small", { text: "house way" }) : null,
       p.corrects ? el("small", { class: "correction", text: `correction by ${p.by || "nobody named"}: ${p.reason || "no reason given"}` }) : null)))));
   }
   if ((res.positions || []).length && !(res.seats || []).length) {
     parts.push(section("Packets as dealt", el("ul", { class: "positions" }, res.positions.map((p) => el("li", {},
-      el("b", { text: p.seat === "dealer" ? "Dealer" : `${p.seat}` }), cardRow(p.cards, "sm"))))));
+      el("b", { class: "packet-of", text: packetLabel(p) }), cardRow(p.cards, "sm"))))));
   }
   if (res.rules) {
     parts.push(section("Rules", el("p", { class: "small", text: `wheel ${lineName(res.rules.wheel_rank)} · ace-high pushes pai gow ${res.rules.ace_high_pushes_pai_gow ? "on" : "off"} · Chan Chu ${res.paytables?.chan_chu} · Jacks Beat ${res.paytables?.jacks_beat}${res.paytables?.envy ? ` · envy ${res.paytables.envy}` : ""}` })));
   }
   parts.push(section(`Journal events (${(reply.events || []).length})`, el("ol", { class: "events" }, (reply.events || []).map((e) =>
     el("li", {}, el("details", {},
-      el("summary", {}, el("span", { class: "when", text: timeText(e.at) }), el("b", { text: lineName(e.kind) }), el("span", { class: "mono small", text: ` #${e.id}` })),
+      el("summary", {}, el("span", { class: "when", text: timeText(e.at) }), el("b", { text: wordsIn(e.kind) }), el("span", { class: "mono small", text: ` #${e.id}` })),
       el("pre", { text: JSON.stringify(e.payload, null, 2) })))))));
   fill(detail, parts);
 }
@@ -371,7 +479,7 @@ async function showRecall() {
   const reply = await api("/api/recall?last=10");
   S.selected = null;
   fill($("#round-detail"), reply.ok
-    ? [el("h3", { text: "Recall: the last 10 rounds, from the journal" }), el("pre", { class: "recall", text: reply.text })]
+    ? [el("h3", { text: "Recall: the last 10 rounds, from the journal" }), el("pre", { class: "recall", text: wordsIn(reply.text) })]
     : el("div", { class: "empty", text: reply.error || "the recall failed" }));
 }
 
@@ -385,6 +493,7 @@ const handlers = {
   snapshot(data) {
     S.table = data.table; S.status = data.status || {}; S.devices = data.devices || {}; S.round = data.round; S.alarms = data.alarms || [];
     S.controls = data.controls || {};
+    renderMode();
     renderHeader(); renderLatched(); renderDevices(); renderAlarms(); loadOverview(); loadProtection();
     loadRounds(); // after the seat map: history rows name seats, not positions
   },
