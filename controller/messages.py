@@ -321,7 +321,12 @@ class StatusPayload(Payload):
         "checked or cannot tell); signed commands and every record depend on it",
     )
     alarms_unacknowledged: list[AlarmPayload] = Field(
-        [], description="critical alarms not yet acknowledged, oldest first (latched)"
+        [],
+        description="critical alarms not yet acknowledged, oldest first (latched); at most "
+        "STATUS_ALARMS of them (the oldest), the rest counted in alarms_unacknowledged_total",
+    )
+    alarms_unacknowledged_total: int = Field(
+        0, ge=0, description="how many latched alarms wait, listed or not"
     )
     dealer_id: str | None = Field(None, description="the dealer signed in at the table")
 

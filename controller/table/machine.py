@@ -266,6 +266,11 @@ class _Fault:
         )
 
 
+#: Latched alarms listed in the status (the oldest; the rest are counted): a burst must not make
+#: every retained status message grow without bound.
+STATUS_ALARMS = 50
+
+
 class Table:
     """One table's rounds. ``handle`` is the only entry point; it never raises on bad input."""
 
@@ -536,7 +541,9 @@ class Table:
             config_digest=self._config_digest,
             software_digest=self._software[0],
             software_verified=self._software[1],
-            alarms_unacknowledged=list(self.latched.values()),
+            # A flood adds one a minute: the retained status stays small, the total is told.
+            alarms_unacknowledged=list(self.latched.values())[:STATUS_ALARMS],
+            alarms_unacknowledged_total=len(self.latched),
             dealer_id=self.dealer_id,
             clock_synchronized=self.clock_synchronized,
         )

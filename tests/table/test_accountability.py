@@ -338,3 +338,17 @@ def test_dice_naming_another_round_are_refused_where_they_would_act() -> None:
     assert not next(e for e in between if isinstance(e, CommandReply)).ok
     right = table.handle(EnterDice(dice=(1, 2, 3), round_id=dealing.round_id))
     assert next(e for e in right if isinstance(e, CommandReply)).ok
+
+
+def test_the_status_lists_at_most_fifty_latched_alarms_and_counts_them_all() -> None:
+    """A burst of latched alarms (a flood adds one a minute) must not make every retained
+    status message grow without bound: the oldest 50 are listed, all are counted."""
+    from controller.table.machine import STATUS_ALARMS
+
+    table, _ = make_table()
+    for n in range(STATUS_ALARMS + 25):
+        table._alarm("device_flood", "critical", f"flood {n}", "shuffler")
+    status = table.status()
+    assert status.alarms_unacknowledged_total == STATUS_ALARMS + 25
+    assert len(status.alarms_unacknowledged) == STATUS_ALARMS
+    assert status.alarms_unacknowledged[0].detail == "flood 0"  # the oldest first

@@ -107,8 +107,10 @@ function latchedForm(key) {
 
 function renderLatched() {
   const latched = S.status.alarms_unacknowledged || [];
-  $("#latched").hidden = latched.length === 0;
-  $("#latched-count").textContent = String(latched.length);
+  // The status lists at most the oldest 50 (controller/table/machine.py STATUS_ALARMS).
+  const total = Math.max(S.status.alarms_unacknowledged_total || 0, latched.length);
+  $("#latched").hidden = total === 0;
+  $("#latched-count").textContent = String(total);
   const dealer = S.status.dealer_id;
   $("#dealer").textContent = dealer ? `Dealer ${dealer}` : "No dealer signed in";
   renderMode();
@@ -158,9 +160,11 @@ function renderLatched() {
   }
   const hidden = groups.length - shown.length;
   const more = $("#latched-more");
-  more.hidden = groups.length <= LATCHED_SHOWN;
-  const rest = groups.slice(LATCHED_SHOWN).reduce((sum, g) => sum + g.alarms.length, 0);
-  fill(more, hidden > 0 ? el("span", { class: "more-count", text: `+${rest} more (${hidden} kind${hidden === 1 ? "" : "s"}) not listed` }) : null,
+  // Beyond the status's list (the oldest 50): they come into it as these are acknowledged.
+  const unlisted = Math.max(0, (S.status.alarms_unacknowledged_total || 0) - latched.length);
+  more.hidden = groups.length <= LATCHED_SHOWN && unlisted === 0;
+  const rest = groups.slice(LATCHED_SHOWN).reduce((sum, g) => sum + g.alarms.length, 0) + unlisted;
+  fill(more, hidden > 0 || unlisted > 0 ? el("span", { class: "more-count", text: `+${rest} more${hidden > 0 ? ` (${hidden} kind${hidden === 1 ? "" : "s"})` : ""} not listed` }) : null,
     el("button", { class: "linkish", type: "button", text: S.showAllLatched ? "list fewer" : "list them all",
       onclick: () => { S.showAllLatched = !S.showAllLatched; renderLatched(); } }));
 }
