@@ -206,15 +206,14 @@ class Prober:
     async def _answered(self) -> float:
         start = time.perf_counter()
         while time.perf_counter() - start < self.timeout:
-            try:
+            # A refused or dropped try counts like an error answer: try again at once.
+            with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
                 async with self.kiosk.fresh.get(
                     f"{self.kiosk.url}/api/state", timeout=aiohttp.ClientTimeout(self.timeout)
                 ) as response:
                     await response.read()
                     if response.status == 200:
                         break
-            except (aiohttp.ClientError, OSError, TimeoutError):
-                pass
             self.refused += 1
             await asyncio.sleep(0.005)
         return time.perf_counter() - start

@@ -23,6 +23,7 @@ when the browser quits) and goes on to ``/dealer``. A ticket is good once, for `
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -240,9 +241,7 @@ def launch(
     with tempfile.TemporaryDirectory(prefix="paigow-kiosk-") as name:
         page = write_start_page(Path(name), base_url, ticket)
         process = subprocess.Popen([*browser, page.as_uri()])
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # still running: the page goes
             return process.wait(timeout=TICKET_S)
-        except subprocess.TimeoutExpired:
-            pass
         page.unlink(missing_ok=True)  # the ticket is spent or expired by now
         return process.wait()
