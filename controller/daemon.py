@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 import signal
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
@@ -21,19 +20,25 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from pydantic import ValidationError
 
 from controller import __version__
 from controller.clock import iso, utc_now
 from controller.clock_sync import clock_synchronized
 from controller.config import Config, ConfigError, ConfigIssue
+from controller.fault_record import FaultRecord
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
-from controller.journal import Journal, OutboxMessage, VoidedRound
+from controller.journal import Journal, OutboxMessage, Transaction, VoidedRound
 from controller.journal.checkpoints import read_hex_key, sign_checkpoint
 from controller.journal.reserve import Reserve
+from controller.kept_state import (
+    DEALER_KEY,
+    LATCHED_KEY,
+    PROTECTION_KEY,
+    SEATS_KEY,
+    latched_at_start,
+)
 from controller.logging import bind_round, unbind_round
 from controller.messages import (
-    AlarmPayload,
     CheckpointPayload,
     Command,
     EnterDice,
@@ -82,19 +87,11 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 Listener = Callable[[Effect], None]
-SEATS_KEY = "occupied_seats"
-LATCHED_KEY = "latched_alarms"
-PROTECTION_KEY = "protection_state"
 #: Rounds between two saves of game protection's state (every alarm and reset saves it too):
 #: after a crash, the rounds since are observed again from the journal.
 PROTECTION_SAVE_EVERY = 25
-DEALER_KEY = "dealer_signed_in"
-# The last chained row (id, link) a start verified: the next start checks from there.
-CHAIN_VERIFIED_KEY = "chain_verified"
 #: While in fault, how often a changed count of lost events is re-announced (status, page).
 FAULT_STATUS_S = 5.0
-#: Free space the reserve must leave when it is made again (as much as a start needs).
-START_MARGIN = 4 * 2**20
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -159,7 +156,7 @@ class Daemon:
         )
         self.table.refusals_before_alarm = self.config.limits.refusals_before_alarm
         # Unacknowledged critical alarms and the dealer signed in survive a restart.
-        self.table.restore_latched(self._latched_alarms())
+        self.table.restore_latched(latched_at_start(self.journal, self.clock, describe_failure))
         dealer = self.journal.remembered(DEALER_KEY)
         self.table.dealer_id = dealer if isinstance(dealer, str) and dealer else None
         self.queue: asyncio.Queue[TableEvent | _CommandItem] = asyncio.Queue()
@@ -179,12 +176,12 @@ class Daemon:
         self._clock_checked: datetime | None = None
         self._fault_announced: tuple[datetime, int] | None = None
         # Space released to record a full disk (docs/faults.md); made again once there is room.
-        self.reserve = (
+        reserve = (
             None
             if self.journal.path == ":memory:"
             else Reserve(self.config.journal.reserve_path, self.config.journal.reserve_mb * 2**20)
         )
-        self._fault_on_file = False  # this fault's record is journaled: its deals go there too
+        self.fault_record = FaultRecord(self.journal, reserve, self.clock)
         self._healthy = True
         self._software_rngs = [d for d in self.devices if isinstance(d, SoftwareRng)]
         # The dealer's occupied seats survive a restart (an empty seat must not be paid again).
@@ -217,7 +214,7 @@ class Daemon:
         """A fault the journal recorded but never saw end (a kill or a power cut during it):
         the table starts in it, with the deals seen meanwhile, and ends it as any fault, voiding
         them (its alarm is among the latched ones already)."""
-        unfinished = self.journal.unfinished_fault()
+        unfinished = self.fault_record.unfinished()
         if unfinished is None:
             return
         since, detail, deals = unfinished
@@ -230,85 +227,7 @@ class Daemon:
             fault.deals.extend(deals)
             fault.events_lost += len(deals)
             fault.by_kind["deal_seen_in_fault"] += len(deals)
-        self._fault_on_file = True
         log.warning("journal_fault_resumed", since=iso(since), deals=len(deals))
-
-    def _latched_alarms(self) -> list[AlarmPayload]:
-        """The latched alarms the journal kept. One it cannot read stays latched as what it is
-        (an unreadable record, critical) rather than stopping the start or vanishing."""
-        kept = self.journal.remembered(LATCHED_KEY)
-        alarms: list[AlarmPayload] = []
-        for record in kept if isinstance(kept, list) else ([] if kept is None else [kept]):
-            try:
-                alarms.append(AlarmPayload.model_validate(record))
-            except ValidationError as exc:
-                log.error("latched_alarm_unreadable", error=str(exc).splitlines()[0])
-                alarms.append(
-                    AlarmPayload(
-                        code="latched_alarm_unreadable",
-                        severity="critical",
-                        detail="a latched alarm kept in the journal could not be read: look at "
-                        "the journal (paigow-table audit recall) before acknowledging this",
-                        alarm_id=f"alarm-{self.journal.new_round_id()}",
-                        raised_at=self.clock(),
-                        ack_required=True,
-                    )
-                )
-        alarms.extend(self._chain_at_start())
-        edited = self.journal.kept_state_edited()
-        if edited:
-            # meta is not chained: the table went by the chained record; someone edited meta.
-            log.error("kept_state_edited", names=edited)
-            alarms.append(
-                AlarmPayload(
-                    code="kept_state_edited",
-                    severity="critical",
-                    detail=f"the journal's kept {', '.join(edited)} was edited outside the "
-                    "table; the table uses what its hash chain recorded (paigow-table audit "
-                    "verify names it)",
-                    alarm_id=f"alarm-{self.journal.new_round_id()}",
-                    raised_at=self.clock(),
-                    ack_required=True,
-                )
-            )
-        return alarms
-
-    def _chain_at_start(self) -> list[AlarmPayload]:
-        """The hash chain after the point the last start verified (so a big journal still
-        starts in seconds): a break latches a critical ``journal_chain_broken`` alarm."""
-        if self.journal.path == ":memory:":
-            return []
-        from controller.journal.audit import verify_chain_since
-        from controller.journal.store import open_read_only
-
-        kept = self.journal.remembered(CHAIN_VERIFIED_KEY)
-        start = (
-            (int(kept[0]), str(kept[1])) if isinstance(kept, list) and len(kept) == 2 else (0, "")
-        )
-        try:
-            with contextlib.closing(open_read_only(self.journal.path)) as conn:
-                head, findings = verify_chain_since(conn, start)
-            if not findings:  # a break is found again at every start, until mended
-                with self.journal.transaction() as tx:
-                    tx.remember(CHAIN_VERIFIED_KEY, list(head))
-        except (sqlite3.Error, OSError) as exc:  # the journal's own checks report those
-            log.error("chain_check_failed", error=describe_failure(exc))
-            return []
-        if not findings:
-            return []
-        log.error("journal_chain_broken", findings=[f.line() for f in findings[:5]])
-        return [
-            AlarmPayload(
-                code="journal_chain_broken",
-                severity="critical",
-                detail=f"the journal's hash chain is broken ({findings[0].line()}"
-                f"{f' and {len(findings) - 1} more' if len(findings) > 1 else ''}): it was "
-                "edited outside the table; run paigow-table audit verify",
-                alarm_id=f"alarm-{self.journal.new_round_id()}",
-                raised_at=self.clock(),
-                ack_required=True,
-            )
-        ]
 
     # --- what other parts call ----------------------------------------------------------
 
@@ -491,89 +410,45 @@ class Daemon:
 
     def _record_fault(self, detail: str, effects: list[Effect]) -> None:
         """The fault on file at once, whatever happens next (a kill, a power cut, a restart on
-        a disk still full): the reserve is released and the fault, its latched alarm and the
-        disk's state are journaled with the space it gave (docs/faults.md)."""
-        freed = self.reserve.release() if self.reserve is not None else 0
-        fault = self.table.fault
-        free_mb = self._free_mb()
-        try:
-            with self.journal.transaction() as tx:
+        a disk still full): with the reserve's space, the fault, its latched alarm and the
+        disk's state (docs/faults.md)."""
+        alarms = [e.payload for e in effects if isinstance(e, AlarmRaised)]
+
+        def also(tx: Transaction, free_mb: int | None) -> None:
+            for alarm in alarms:
+                tx.record_event("alarm", alarm, alarm.round_id)
+                if self.publishing:
+                    tx.enqueue(self.topic(alarm.TOPIC), self._builder(alarm))
+            tx.remember(
+                LATCHED_KEY, [a.model_dump(mode="json") for a in self.table.latched.values()]
+            )
+            threshold = self.config.journal.min_free_mb
+            if free_mb is not None and free_mb < threshold and not self._disk_low:
+                self._disk_low = True  # disk_space_ok is said when the space is back
                 tx.record_event(
-                    "journal_fault_began",
-                    {
-                        "since": iso(fault.since if fault else self.clock(), "microseconds"),
-                        "detail": detail,
-                        "reserve_released": freed,
-                        "free_mb": free_mb,
-                    },
+                    "disk_space", {"free_mb": free_mb, "threshold_mb": threshold, "low": True}
                 )
-                for effect in effects:
-                    if isinstance(effect, AlarmRaised):
-                        tx.record_event("alarm", effect.payload, effect.payload.round_id)
-                        if self.publishing:
-                            tx.enqueue(
-                                self.topic(effect.payload.TOPIC), self._builder(effect.payload)
-                            )
-                tx.remember(
-                    LATCHED_KEY, [a.model_dump(mode="json") for a in self.table.latched.values()]
-                )
-                threshold = self.config.journal.min_free_mb
-                if free_mb is not None and free_mb < threshold and not self._disk_low:
-                    self._disk_low = True  # disk_space_ok is said when the space is back
-                    tx.record_event(
-                        "disk_space", {"free_mb": free_mb, "threshold_mb": threshold, "low": True}
-                    )
-        except Exception as exc:  # nothing freed (an I/O error, SQLite's own limit): say so
-            log.error("journal_fault_not_recorded", error=describe_failure(exc), freed=freed)
-            return
-        self._fault_on_file = True
-        self.outbox_changed.set()
-        log.warning("journal_fault_recorded", reserve_released=freed, free_mb=free_mb)
+
+        fault = self.table.fault
+        if self.fault_record.began(detail, fault.since if fault else self.clock(), also):
+            self.outbox_changed.set()
 
     def _lost(self, event: TableEvent) -> None:
-        """An event the fault kept from the table; a deal seen on the line is put on file at
-        once when the fault's record could be (so a kill or a restart loses no deal)."""
+        """An event the fault kept from the table; a deal seen on the line goes on file."""
         fault = self.table.fault
         before = len(fault.deals) if fault is not None else 0
         self.table.lost(event)
-        if fault is None or not self._fault_on_file or len(fault.deals) == before:
-            return
-        try:
-            with self.journal.transaction() as tx:
-                tx.record_event(
-                    "deal_seen_in_fault",
-                    {"shuffle_id": fault.deals[-1], "seen_at": iso(self.clock(), "microseconds")},
-                )
-        except Exception as exc:
-            log.error("deal_not_recorded_in_fault", error=describe_failure(exc))
-
-    def _free_mb(self) -> int | None:
-        if self.journal.path == ":memory:":
-            return None
-        try:
-            return int(shutil.disk_usage(self.journal.path).free // 2**20)
-        except OSError:
-            return None
-
-    def _room_to_recover(self) -> bool:
-        """After a full disk, the table deals again only once the reserve can be made again
-        (so the next full disk is recorded too); other faults probe at once."""
-        reserve = self.reserve
-        if reserve is None or reserve.held >= reserve.size:
-            return True
-        free = self._free_mb()
-        if free is not None and free * 2**20 < reserve.size - reserve.held + START_MARGIN:
-            return False
-        return reserve.ensure()
+        if fault is not None and len(fault.deals) > before:
+            self.fault_record.deal_seen(fault.deals[-1])
 
     def _handle_in_fault(
         self, item: TableEvent | _CommandItem, event: TableEvent, now: datetime
     ) -> None:
         if isinstance(event, Tick):
-            if self._room_to_recover() and self._apply(item, JournalRecovered(now)):
+            if self.fault_record.room_to_recover() and self._apply(item, JournalRecovered(now)):
                 log.warning("journal_recovered", table_id=self.config.table.id)
                 self._fault_announced = None
-                self._fault_on_file = False
+                self.fault_record.on_file = False
             else:
                 self._announce_fault(now)
             return
@@ -660,10 +535,9 @@ class Daemon:
         ):
             return
         self._disk_checked = now
-        try:
-            free_mb = shutil.disk_usage(self.journal.path).free // 2**20
-        except OSError as exc:
-            log.warning("disk_space_unknown", path=self.journal.path, error=str(exc))
+        free_mb = self.fault_record.free_mb()
+        if free_mb is None:
+            log.warning("disk_space_unknown", path=self.journal.path)
             return
         threshold = self.config.journal.min_free_mb
         # Hysteresis: back to normal only 10 % above the threshold, so it does not flap.

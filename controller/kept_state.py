@@ -1,0 +1,104 @@
+"""What the table keeps across a restart, read at start (docs/audit.md, "Kept state"): its names
+in the journal, the latched alarms (an unreadable one stays latched as what it is), and the
+alarms a start raises on the record itself — a hash chain broken since the last verified row,
+kept state edited outside the chain."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable
+from datetime import datetime
+
+import structlog
+from pydantic import ValidationError
+
+from controller.journal import Journal
+from controller.messages import AlarmPayload
+
+log = structlog.get_logger(__name__)
+
+SEATS_KEY = "occupied_seats"
+LATCHED_KEY = "latched_alarms"
+PROTECTION_KEY = "protection_state"
+DEALER_KEY = "dealer_signed_in"
+#: The last chained row (id, link) a start verified: the next start checks from there.
+CHAIN_VERIFIED_KEY = "chain_verified"
+
+
+def latched_at_start(
+    journal: Journal, clock: Callable[[], datetime], describe: Callable[[BaseException], str]
+) -> list[AlarmPayload]:
+    """The latched alarms the journal kept, and those the start itself raises on the record."""
+
+    def critical(code: str, detail: str) -> AlarmPayload:
+        return AlarmPayload(
+            code=code,
+            severity="critical",
+            detail=detail,
+            alarm_id=f"alarm-{journal.new_round_id()}",
+            raised_at=clock(),
+            ack_required=True,
+        )
+
+    kept = journal.remembered(LATCHED_KEY)
+    alarms: list[AlarmPayload] = []
+    for record in kept if isinstance(kept, list) else ([] if kept is None else [kept]):
+        try:
+            alarms.append(AlarmPayload.model_validate(record))
+        except ValidationError as exc:
+            log.error("latched_alarm_unreadable", error=str(exc).splitlines()[0])
+            alarms.append(
+                critical(
+                    "latched_alarm_unreadable",
+                    "a latched alarm kept in the journal could not be read: look at the journal "
+                    "(paigow-table audit recall) before acknowledging this",
+                )
+            )
+    broken = _chain_since_last_start(journal, describe)
+    if broken:
+        alarms.append(
+            critical(
+                "journal_chain_broken",
+                f"the journal's hash chain is broken ({broken}): it was edited outside the "
+                "table; run paigow-table audit verify",
+            )
+        )
+    edited = journal.kept_state_edited()
+    if edited:
+        # meta is not chained: the table went by the chained record; someone edited meta.
+        log.error("kept_state_edited", names=edited)
+        alarms.append(
+            critical(
+                "kept_state_edited",
+                f"the journal's kept {', '.join(edited)} was edited outside the table; the "
+                "table uses what its hash chain recorded (paigow-table audit verify names it)",
+            )
+        )
+    return alarms
+
+
+def _chain_since_last_start(journal: Journal, describe: Callable[[BaseException], str]) -> str:
+    """The hash chain after the row the last start verified (so a big journal still starts in
+    seconds): what is broken, or "". A break is found again at every start until mended."""
+    if journal.path == ":memory:":
+        return ""
+    from controller.journal.audit import verify_chain_since
+    from controller.journal.store import open_read_only
+
+    kept = journal.remembered(CHAIN_VERIFIED_KEY)
+    start = (int(kept[0]), str(kept[1])) if isinstance(kept, list) and len(kept) == 2 else (0, "")
+    try:
+        with contextlib.closing(open_read_only(journal.path)) as conn:
+            head, findings = verify_chain_since(conn, start)
+        if not findings:
+            with journal.transaction() as tx:
+                tx.remember(CHAIN_VERIFIED_KEY, list(head))
+    except (sqlite3.Error, OSError) as exc:  # the journal's own checks report those
+        log.error("chain_check_failed", error=describe(exc))
+        return ""
+    if not findings:
+        return ""
+    log.error("journal_chain_broken", findings=[f.line() for f in findings[:5]])
+    more = f" and {len(findings) - 1} more" if len(findings) > 1 else ""
+    return f"{findings[0].line()}{more}"
