@@ -389,8 +389,9 @@ class FeedReport:
 
 def read_feed(lines: Iterator[str] | list[str]) -> Iterator[dict[str, Any]]:
     """Messages as the casino kept them: ``monitor --json`` lines (``{"topic", "payload"}``) or
-    the envelopes themselves, one JSON object a line; anything else is skipped."""
-    for line in lines:
+    the envelopes themselves, one JSON object a line (each with its line number as ``_line``);
+    anything else is skipped."""
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -399,7 +400,7 @@ def read_feed(lines: Iterator[str] | list[str]) -> Iterator[dict[str, Any]]:
             continue
         if isinstance(record, dict) and isinstance(record.get("payload"), dict):
             inner = record["payload"]
-            yield inner if "schema" in inner else record
+            yield {**(inner if "schema" in inner else record), "_line": number}
 
 
 def verify_feed(
@@ -417,7 +418,11 @@ def verify_feed(
         if not isinstance(body, dict):
             continue
         if schema == "paigow.round" and isinstance(body.get("round_id"), str):
-            msg_seq = int(message.get("seq") or 0)
+            msg_seq = message.get("seq") or 0
+            if not isinstance(msg_seq, int) or isinstance(msg_seq, bool):
+                where = f"line {message.get('_line', '?')}"
+                report.findings.append(Finding(f"{where} of the feed is not a message: no seq"))
+                continue
             if body["round_id"] not in last_sent or msg_seq >= last_sent[body["round_id"]][0]:
                 last_sent[body["round_id"]] = (msg_seq, body)
         elif schema == "paigow.checkpoint":

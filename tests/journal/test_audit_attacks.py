@@ -225,3 +225,22 @@ async def test_an_edited_meta_is_found_and_the_table_goes_by_the_chain(tmp_path:
     async with running_table(tmp_path / "run", journal_path=journal_path) as t:
         codes = sorted(a.code for a in t.daemon.table.latched.values())
         assert codes == ["deck_integrity", "kept_state_edited"]
+
+
+def test_a_malformed_line_in_the_feed_is_a_finding_and_the_rest_is_checked(
+    demo_journal: Path, tmp_path: Path
+) -> None:
+    feed = _feed(demo_journal)
+    bad = [
+        "not json",
+        '{"payload":{"schema":"paigow.round","seq":"x","payload":{"round_id":"r"}}}',
+        '{"schema":"paigow.checkpoint","payload":{"event_id":"zz"}}',
+        "[1, 2]",
+    ]
+    lines = tmp_path / "feed.jsonl"
+    lines.write_text("\n".join([*bad, *feed]) + "\n")
+    done = cli("audit", "verify", "--journal", str(demo_journal), "--feed", str(lines))
+    assert done.returncode == 1, done.stderr
+    assert "line 2 of the feed is not a message" in done.stderr
+    assert "a checkpoint in the feed cannot be read" in done.stderr
+    assert f"{len(feed)} rounds" in done.stdout  # every good line still checked
