@@ -206,50 +206,73 @@ class FrameDecoder:
 
     def _drain(self, *, final: bool) -> list[Frame | FrameProblem]:
         out: list[Frame | FrameProblem] = []
-        buf = self._buf
-        while buf:
-            start = buf.find(STX)
-            if start < 0:
-                self._discard(len(buf))
-                if self._junk >= MAX_JUNK:
-                    # a line that only ever sends noise is reported now, not at its end
-                    self._report_junk(out)
+        while self._buf:
+            if not self._drain_one(out, final=final):
                 break
-            if start:
-                self._discard(start)
-            self._report_junk(out)
-            if len(buf) < 2:
-                break
-            length = buf[1]
-            if length > MAX_PAYLOAD:
-                # STX LEN and the bytes up to the next STX: one oversize problem, reported
-                # with its count when that STX (or the end) comes
-                self._junk_error = "oversize"
-                self._junk_detail = f"LEN {length} is over {MAX_PAYLOAD}"
-                self._discard(2)
-                continue
-            total = length + OVERHEAD
-            if len(buf) < total:
-                if not final:
-                    break
-                restart = self._good_frame_inside(len(buf), final=True)
-                if restart is None:
-                    break
-                out.append(self._cut("truncated", restart, "frame cut short"))
-                continue
-            crc = crc16_ccitt(memoryview(buf)[1 : total - 2])
-            if crc == (buf[total - 2] << 8 | buf[total - 1]):
-                out.append(Frame(buf[2], buf[3], bytes(buf[HEADER_SIZE : total - 2])))
-                del buf[:total]
-                continue
-            restart = self._good_frame_inside(total, final=final)
-            if restart == -1:
-                break
-            if restart is not None:
-                out.append(self._cut("truncated", restart, "frame cut short"))
-            else:
-                out.append(self._cut("checksum", total, f"CRC mismatch (computed {crc:04x})"))
         return out
+
+    def _drain_one(self, out: list[Frame | FrameProblem], *, final: bool) -> bool:
+        """Take one frame or problem off the front of the bytes held, into ``out``; False when
+        nothing more can be decided until more bytes come."""
+        if not self._skip_to_stx(out):
+            return False
+        buf = self._buf
+        if len(buf) < 2:
+            return False
+        length = buf[1]
+        if length > MAX_PAYLOAD:
+            # STX LEN and the bytes up to the next STX: one oversize problem, reported
+            # with its count when that STX (or the end) comes
+            self._junk_error = "oversize"
+            self._junk_detail = f"LEN {length} is over {MAX_PAYLOAD}"
+            self._discard(2)
+            return True
+        total = length + OVERHEAD
+        if len(buf) < total:
+            return self._partial_frame(out, final=final)
+        return self._whole_frame(out, total, final=final)
+
+    def _skip_to_stx(self, out: list[Frame | FrameProblem]) -> bool:
+        """Discard the noise before the first STX; False when no STX is held."""
+        start = self._buf.find(STX)
+        if start < 0:
+            self._discard(len(self._buf))
+            if self._junk >= MAX_JUNK:
+                # a line that only ever sends noise is reported now, not at its end
+                self._report_junk(out)
+            return False
+        if start:
+            self._discard(start)
+        self._report_junk(out)
+        return True
+
+    def _partial_frame(self, out: list[Frame | FrameProblem], *, final: bool) -> bool:
+        """The frame at the front has not all arrived: wait, or (``final``) cut it short at a
+        good frame inside it."""
+        if not final:
+            return False
+        restart = self._good_frame_inside(len(self._buf), final=True)
+        if restart is None:
+            return False
+        out.append(self._cut("truncated", restart, "frame cut short"))
+        return True
+
+    def _whole_frame(self, out: list[Frame | FrameProblem], total: int, *, final: bool) -> bool:
+        """The ``total`` bytes of the frame at the front have arrived: a frame, or a problem."""
+        buf = self._buf
+        crc = crc16_ccitt(memoryview(buf)[1 : total - 2])
+        if crc == (buf[total - 2] << 8 | buf[total - 1]):
+            out.append(Frame(buf[2], buf[3], bytes(buf[HEADER_SIZE : total - 2])))
+            del buf[:total]
+            return True
+        restart = self._good_frame_inside(total, final=final)
+        if restart == -1:
+            return False
+        if restart is not None:
+            out.append(self._cut("truncated", restart, "frame cut short"))
+        else:
+            out.append(self._cut("checksum", total, f"CRC mismatch (computed {crc:04x})"))
+        return True
 
     def _cut(self, error: FrameProblemKind, end: int, detail: str) -> FrameProblem:
         raw = bytes(self._buf[:end])

@@ -135,92 +135,104 @@ def _print_event(event: DeviceEvent) -> None:
         print(f"{event.kind:<16} {fields}", flush=True)
 
 
+class _Console:
+    """``python -m simulators dice``'s run: the simulator, the real driver reading it, and what
+    the operator types (or the timer) driving it."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.sim = DiceReaderSimulator(seed=args.seed, vendor_id=args.vid, product_id=args.pid)
+        self.reader = UsbDiceReader(
+            name="dice",
+            vendor_id=args.vid,
+            product_id=args.pid,
+            backend=self.sim.backend,
+            backoff=Backoff(initial=0.1, cap=1.0),
+        )
+        self.events: asyncio.Queue[DeviceEvent] = asyncio.Queue()
+        self.done = asyncio.Event()
+        self.read = 0
+        self.loop = asyncio.get_running_loop()
+        self.stdin_fd = -1
+        self.pending = b""
+
+    def command(self, line: str) -> None:
+        text = line.strip().lower()
+        if text == "q":
+            self.done.set()
+        elif text == "u":
+            self.sim.unplug()
+            print("unplugged", flush=True)
+        elif text == "p":
+            self.sim.replug()
+            print("plugged", flush=True)
+        elif text and (dice := _parse_dice(text)) is not None:
+            print(f"rolled   {self.sim.roll(dice)}", flush=True)
+        elif not text:
+            print(f"rolled   {self.sim.roll()}", flush=True)
+        else:
+            print(f"? {text!r}", flush=True)
+
+    async def printer(self) -> None:
+        while True:
+            event = await self.events.get()
+            _print_event(event)
+            if isinstance(event, PositionDrawn):
+                self.read += 1
+                if self.args.count and self.read >= self.args.count:
+                    self.done.set()
+
+    async def timer(self) -> None:
+        while True:
+            await asyncio.sleep(self.args.interval)
+            self.command("")
+
+    def on_stdin(self) -> None:
+        chunk = os.read(self.stdin_fd, 4096)
+        if not chunk:
+            self.loop.remove_reader(self.stdin_fd)
+            if not self.args.interval:
+                self.done.set()  # input closed and nothing else will roll
+            return
+        self.pending += chunk
+        *lines, self.pending = self.pending.split(b"\n")
+        for line in lines:
+            self.command(line.decode(errors="replace"))
+
+    def watch_stdin(self) -> bool:
+        """Read commands from stdin when there is a usable one; True when watching it."""
+        with contextlib.suppress(OSError, ValueError, AttributeError, NotImplementedError):
+            self.stdin_fd = sys.stdin.fileno()  # no usable stdin (tests, daemons): rolls by timer
+            self.loop.add_reader(self.stdin_fd, self.on_stdin)
+            return True
+        return False
+
+    async def run_until_done(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            tasks = [
+                tg.create_task(self.reader.run(self.events), name="dice.reader"),
+                tg.create_task(self.printer(), name="dice.printer"),
+            ]
+            if self.args.interval:
+                tasks.append(tg.create_task(self.timer(), name="dice.timer"))
+            await self.done.wait()
+            for task in tasks:
+                task.cancel()
+
+
 async def _run(args: argparse.Namespace) -> int:
-    sim = DiceReaderSimulator(seed=args.seed, vendor_id=args.vid, product_id=args.pid)
-    reader = UsbDiceReader(
-        name="dice",
-        vendor_id=args.vid,
-        product_id=args.pid,
-        backend=sim.backend,
-        backoff=Backoff(initial=0.1, cap=1.0),
-    )
-    events: asyncio.Queue[DeviceEvent] = asyncio.Queue()
-    done = asyncio.Event()
-    read = 0
+    console = _Console(args)
     print(
         f"dice reader simulator {args.vid:04x}:{args.pid:04x}: Enter rolls, 'a b c' rolls those"
         " dice, u unplugs, p plugs back, q quits",
         flush=True,
     )
-
-    def command(line: str) -> None:
-        text = line.strip().lower()
-        if text == "q":
-            done.set()
-        elif text == "u":
-            sim.unplug()
-            print("unplugged", flush=True)
-        elif text == "p":
-            sim.replug()
-            print("plugged", flush=True)
-        elif text and (dice := _parse_dice(text)) is not None:
-            print(f"rolled   {sim.roll(dice)}", flush=True)
-        elif not text:
-            print(f"rolled   {sim.roll()}", flush=True)
-        else:
-            print(f"? {text!r}", flush=True)
-
-    async def printer() -> None:
-        nonlocal read
-        while True:
-            event = await events.get()
-            _print_event(event)
-            if isinstance(event, PositionDrawn):
-                read += 1
-                if args.count and read >= args.count:
-                    done.set()
-
-    async def timer() -> None:
-        while True:
-            await asyncio.sleep(args.interval)
-            command("")
-
-    loop = asyncio.get_running_loop()
-    stdin_fd = -1
-    pending = b""
-
-    def on_stdin() -> None:
-        nonlocal pending
-        chunk = os.read(stdin_fd, 4096)
-        if not chunk:
-            loop.remove_reader(stdin_fd)
-            if not args.interval:
-                done.set()  # input closed and nothing else will roll
-            return
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            command(line.decode(errors="replace"))
-
-    watching_stdin = False
-    with contextlib.suppress(OSError, ValueError, AttributeError, NotImplementedError):
-        stdin_fd = sys.stdin.fileno()  # no usable stdin (tests, daemons): rolls come by timer
-        loop.add_reader(stdin_fd, on_stdin)
-        watching_stdin = True
+    watching_stdin = console.watch_stdin()
     try:
-        async with asyncio.TaskGroup() as tg:
-            tasks = [
-                tg.create_task(reader.run(events), name="dice.reader"),
-                tg.create_task(printer(), name="dice.printer"),
-            ]
-            if args.interval:
-                tasks.append(tg.create_task(timer(), name="dice.timer"))
-            await done.wait()
-            for task in tasks:
-                task.cancel()
+        await console.run_until_done()
     finally:
         if watching_stdin:
-            loop.remove_reader(stdin_fd)
+            console.loop.remove_reader(console.stdin_fd)
     return 0
 
 

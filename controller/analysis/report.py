@@ -13,11 +13,12 @@ import platform
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
 from controller.analysis.base_game import STRATEGIES, BaseGame, BaseGameFigures, base_game_figures
 from controller.analysis.census import Census, full_census
 from controller.analysis.chan_chu import ChanChuFigures, all_chan_chu_figures
-from controller.analysis.montecarlo import CHUNK_ROUNDS, simulate
+from controller.analysis.montecarlo import CHUNK_ROUNDS, RunResult, simulate
 from controller.analysis.progress import Progress
 from controller.analysis.published import (
     ALL_HANDS,
@@ -82,10 +83,29 @@ def _summary(
     games: dict[str, BaseGameFigures],
 ) -> list[str]:
     pt3 = next(f for f in chan_chu if f.paytable == "PT3")
+    rows = [
+        *_census_rows(census, pt3),
+        *_chan_chu_rows(chan_chu),
+        *_side_rows(pt3, jacks, jacks_b),
+        *_base_game_rows(games),
+    ]
+    return [
+        "## Summary",
+        "",
+        "Exact figures must equal the sources' to the digits the sources print "
+        "(house edges to 0.01",
+        "percentage points); the base game's 1.82% is set beside two strategies, not matched.",
+        "",
+        *_table(["figure", "ours", "seed", "agrees"], rows),
+    ]
+
+
+def _census_rows(census: Census, pt3: ChanChuFigures) -> list[list[object]]:
+    """Summary rows: the census's hands, PT3's combinations and house edge."""
     counts_equal = all(
         pt3.line(line).combinations == n for line, n in ANALYSIS_PT3_COMBINATIONS.items()
     )
-    rows: list[list[object]] = [
+    return [
         [
             "all seven-card hands",
             f"{census.total:,}",
@@ -105,6 +125,11 @@ def _summary(
             _agree(_within(pt3.house_edge, ANALYSIS_PT3_HOUSE_EDGE, 0.0000005)),
         ],
     ]
+
+
+def _chan_chu_rows(chan_chu: list[ChanChuFigures]) -> list[list[object]]:
+    """Summary rows: each Chan Chu paytable's house edge beside the rule sheet's."""
+    rows: list[list[object]] = []
     for f in chan_chu:
         posted = RULE_SHEET_CHAN_CHU_HOUSE_EDGE[f.paytable]
         rows.append(
@@ -115,8 +140,13 @@ def _summary(
                 _agree(_within(f.house_edge, posted, POINT)),
             ]
         )
+    return rows
+
+
+def _side_rows(pt3: ChanChuFigures, jacks: DealerJacks, jacks_b: SideFigures) -> list[list[object]]:
+    """Summary rows: Envy PT3, the dealer's two Jacks, Jacks Beat B."""
     assert pt3.envy is not None
-    rows.append(
+    return [
         [
             "Envy PT3: one other player, $5 wager",
             pct(pt3.envy.per_player(5), 4),
@@ -124,24 +154,25 @@ def _summary(
             _agree(
                 _within(pt3.envy.per_player(5), ANALYSIS_ENVY_PT3_PER_PLAYER_5_DOLLARS, 0.00005)
             ),
-        ]
-    )
-    rows.append(
+        ],
         [
             "dealer two or more Jacks",
             pct(float(jacks.probability), 4),
             pct(ANALYSIS_DEALER_TWO_JACKS),
             _agree(_within(float(jacks.probability), ANALYSIS_DEALER_TWO_JACKS, 0.00005)),
-        ]
-    )
-    rows.append(
+        ],
         [
             "Jacks Beat B house edge",
             pct(jacks_b.house_edge, 4),
             pct(ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE, 4),
             _agree(_within(jacks_b.house_edge, ANALYSIS_JACKS_BEAT_B_HOUSE_EDGE, POINT)),
-        ]
-    )
+        ],
+    ]
+
+
+def _base_game_rows(games: dict[str, BaseGameFigures]) -> list[list[object]]:
+    """Summary rows: each strategy's base game house edge beside the lab report's."""
+    rows: list[list[object]] = []
     for strategy, g in games.items():
         lo, hi = g.overall.ci95
         rows.append(
@@ -152,15 +183,7 @@ def _summary(
                 "inside the interval" if lo <= ANALYSIS_BASE_GAME_HOUSE_EDGE <= hi else "outside",
             ]
         )
-    return [
-        "## Summary",
-        "",
-        "Exact figures must equal the sources' to the digits the sources print "
-        "(house edges to 0.01",
-        "percentage points); the base game's 1.82% is set beside two strategies, not matched.",
-        "",
-        *_table(["figure", "ours", "seed", "agrees"], rows),
-    ]
+    return rows
 
 
 def _chan_chu_section(census: Census, figures: list[ChanChuFigures]) -> list[str]:
@@ -498,6 +521,28 @@ def build_report(*, rounds: int, side_rounds: int, seed: int, workers: int, rule
         progress=Progress("Push Ace High"),
     )
     ace = figures_from_run("push_ace_high", push_ace_high_paytable(), ace_run)
+    games = _base_games(rounds, seed=seed, workers=workers, rules=rules)
+    total = time.perf_counter() - started
+    jacks_b = next(f for f in jacks_beat if f.paytable == "B")
+    parts = [
+        _head(rules, rounds=rounds, side_rounds=side_rounds, seed=seed),
+        _summary(census, chan_chu, jacks, jacks_b, games),
+        _chan_chu_section(census, chan_chu),
+        _envy_section(chan_chu),
+        _jacks_section(jacks),
+        _jacks_beat_section(jacks_beat),
+        _ace_high_section(ace, ace_high_exact_marginals(census)),
+        _base_game_section(games),
+        _CHECKS,
+        _runtime_section(census, games, ace_run, total),
+    ]
+    return "\n".join(line for part in parts for line in part).rstrip() + "\n"
+
+
+def _base_games(
+    rounds: int, *, seed: int, workers: int, rules: Rules
+) -> dict[str, BaseGameFigures]:
+    """The base game played ``rounds`` rounds by each player strategy."""
     games: dict[str, BaseGameFigures] = {}
     for strategy in STRATEGIES:
         game = BaseGame(strategy, rules)
@@ -505,10 +550,11 @@ def build_report(*, rounds: int, side_rounds: int, seed: int, workers: int, rule
             game, rounds, seed=seed, workers=workers, progress=Progress(f"base game, {strategy}")
         )
         games[strategy] = base_game_figures(game, run)
-    total = time.perf_counter() - started
-    jacks_b = next(f for f in jacks_beat if f.paytable == "B")
+    return games
 
-    head = [
+
+def _head(rules: Rules, *, rounds: int, side_rounds: int, seed: int) -> list[str]:
+    return [
         "# The game's math, computed",
         "",
         "<!-- Generated by `paigow-table analyze report`; do not edit by hand. -->",
@@ -525,7 +571,12 @@ def build_report(*, rounds: int, side_rounds: int, seed: int, workers: int, rule
         "```",
         "",
     ]
-    runtime = [
+
+
+def _runtime_section(
+    census: Census, games: dict[str, BaseGameFigures], ace_run: RunResult, total: float
+) -> list[str]:
+    return [
         "## How long it took",
         "",
         *_table(
@@ -558,32 +609,22 @@ def build_report(*, rounds: int, side_rounds: int, seed: int, workers: int, rule
         f"free; the machine's load average was {os.getloadavg()[0]:.1f} when this was written.",
         "",
     ]
-    checks = [
-        "## How the shortcuts are checked",
-        "",
-        "- The hand classes against brute force (`tests/analysis/test_hand_classes.py`): every",
-        "  hand of two 21-card decks (five ranks and the joker, 116,280 hands each) and every suit",
-        "  assignment of 49 rank multisets of the full deck, chosen (seven-card straight flushes,",
-        "  royal match, five aces, super full house) and random, profile for profile.",
-        "- The best reply against the engine's `best_setting_against` on 1,200 random deals, both",
-        "  wheel rules (`tests/analysis/test_montecarlo.py`).",
-        "- Jacks Beat and Push Ace High by Monte Carlo against the exact figures; a Monte Carlo",
-        "  run is the same with one worker or two.",
-        "",
-    ]
-    parts = [
-        head,
-        _summary(census, chan_chu, jacks, jacks_b, games),
-        _chan_chu_section(census, chan_chu),
-        _envy_section(chan_chu),
-        _jacks_section(jacks),
-        _jacks_beat_section(jacks_beat),
-        _ace_high_section(ace, ace_high_exact_marginals(census)),
-        _base_game_section(games),
-        checks,
-        runtime,
-    ]
-    return "\n".join(line for part in parts for line in part).rstrip() + "\n"
+
+
+#: docs/math.md's section on how the exact shortcuts are tested.
+_CHECKS: Final = (
+    "## How the shortcuts are checked",
+    "",
+    "- The hand classes against brute force (`tests/analysis/test_hand_classes.py`): every",
+    "  hand of two 21-card decks (five ranks and the joker, 116,280 hands each) and every suit",
+    "  assignment of 49 rank multisets of the full deck, chosen (seven-card straight flushes,",
+    "  royal match, five aces, super full house) and random, profile for profile.",
+    "- The best reply against the engine's `best_setting_against` on 1,200 random deals, both",
+    "  wheel rules (`tests/analysis/test_montecarlo.py`).",
+    "- Jacks Beat and Push Ace High by Monte Carlo against the exact figures; a Monte Carlo",
+    "  run is the same with one worker or two.",
+    "",
+)
 
 
 def write_report(

@@ -81,25 +81,15 @@ def _message(error: Mapping[str, Any], parts: list[str], raw_loc: Sequence[int |
     value = error.get("input")
     ctx = error.get("ctx") or {}
     if kind == "value_error":
-        exc = ctx.get("error")
-        if isinstance(exc, KeyedValueError):
-            parts.extend(exc.key.split("."))
-        return str(exc) if exc is not None else str(error["msg"])
+        return _value_error_message(error, ctx, parts)
     if kind == "missing":
         return "required key is missing"
     if kind == "extra_forbidden":
-        model = _model_at(parts[:-1], raw_loc)
-        if model is None:
-            return "unknown key"
-        keys = list(model.model_fields)
-        close = difflib.get_close_matches(parts[-1], keys, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"unknown key{hint}: expected one of {', '.join(keys)}"
+        return _unknown_key_message(parts, raw_loc)
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        if kind == "union_tag_not_found":
-            parts.append("transport")
-            return f"required key is missing: expected {choices(TRANSPORTS)}"
         parts.append("transport")
+        if kind == "union_tag_not_found":
+            return f"required key is missing: expected {choices(TRANSPORTS)}"
         return f"expected {choices(TRANSPORTS)}, got {ctx.get('tag')!r}"
     if kind in ("model_type", "dict_type", "model_attributes_type"):
         return f"expected a table, got {describe_value(value)}"
@@ -110,6 +100,25 @@ def _message(error: Mapping[str, Any], parts: list[str], raw_loc: Sequence[int |
     if expected.startswith(("greater", "less")):
         expected = "a number " + expected
     return f"expected {expected}, got {describe_value(value)}"
+
+
+def _value_error_message(error: Mapping[str, Any], ctx: Mapping[str, Any], parts: list[str]) -> str:
+    """A validator's ValueError: its words; a KeyedValueError's key extends ``parts``."""
+    exc = ctx.get("error")
+    if isinstance(exc, KeyedValueError):
+        parts.extend(exc.key.split("."))
+    return str(exc) if exc is not None else str(error["msg"])
+
+
+def _unknown_key_message(parts: list[str], raw_loc: Sequence[int | str]) -> str:
+    """An unknown key (``parts[-1]``): the keys its table takes, and the closest one."""
+    model = _model_at(parts[:-1], raw_loc)
+    if model is None:
+        return "unknown key"
+    keys = list(model.model_fields)
+    close = difflib.get_close_matches(parts[-1], keys, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown key{hint}: expected one of {', '.join(keys)}"
 
 
 def _issues(file: str, exc: ValidationError) -> list[ConfigIssue]:

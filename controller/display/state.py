@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.clock import Clock, iso, utc_now
-from controller.messages import PlayerPayload, RoundPayload
+from controller.messages import DevicePayload, PlayerPayload, RoundPayload
 from controller.table import (
     AlarmRaised,
     CommandReply,
@@ -155,55 +155,19 @@ class LiveState:
         """The daemon's listener: never blocks, never raises on a well-formed effect."""
         match effect:
             case RoundOpened():
-                self.last_payload = None
-                self.players = {}
-                self.round = {
-                    "round_id": effect.round_id,
-                    "round_seq": effect.round_seq,
-                    "phase": "dealing",
-                    "packets": 0,
-                    "waiting_for": "cards",
-                    "position": effect.draw.model_dump(mode="json") if effect.draw else None,
-                    "result": None,
-                }
-                self._publish("round", self.round)
+                self._round_opened(effect)
             case RoundProgress():
-                if self.round is None or self.round["round_id"] != effect.round_id:
-                    return
-                if self.round["phase"] not in ("dealing", "waiting_position"):
-                    return
-                self.round = {
-                    **self.round,
-                    "phase": "waiting_position" if effect.waiting_for == "position" else "dealing",
-                    "packets": effect.packets,
-                    "waiting_for": effect.waiting_for,
-                    "position": effect.position.model_dump(mode="json")
-                    if effect.position
-                    else None,
-                }
-                self._publish("round", self.round)
+                self._round_progress(effect)
             case RoundClosed(payload=p):
-                self.last_payload = p
-                if p.status != "settled":
-                    self.players = {}
-                self.round = round_view(p)
-                self._publish("round", self.round)
+                self._round_closed(p)
             case PlayerSettled(payload=p):
-                if self.round is None or self.round["round_id"] != p.round_id:
-                    return
-                self.players[p.seat] = p.model_dump(mode="json")
-                self._publish("player", self.players[p.seat])
+                self._player_settled(p)
             case AlarmRaised(payload=p):
                 alarm = {"at": iso(self.clock()), **p.model_dump(mode="json")}
                 self.alarms.appendleft(alarm)
                 self._publish("alarm", alarm)
             case DeviceChanged(payload=p):
-                self.devices[p.device] = {
-                    "online": p.online,
-                    "detail": p.detail,
-                    "at": iso(self.clock()),
-                }
-                self._publish("device", {"device": p.device, **self.devices[p.device]})
+                self._device_changed(p)
             case StatusChanged(payload=p):
                 self.status = p.model_dump(mode="json")
                 self._publish("status", self.status)
@@ -212,3 +176,52 @@ class LiveState:
                 self._publish("seats", {"occupied": self.occupied})
             case _:
                 pass
+
+    def _round_opened(self, effect: RoundOpened) -> None:
+        self.last_payload = None
+        self.players = {}
+        self.round = {
+            "round_id": effect.round_id,
+            "round_seq": effect.round_seq,
+            "phase": "dealing",
+            "packets": 0,
+            "waiting_for": "cards",
+            "position": effect.draw.model_dump(mode="json") if effect.draw else None,
+            "result": None,
+        }
+        self._publish("round", self.round)
+
+    def _round_progress(self, effect: RoundProgress) -> None:
+        if self.round is None or self.round["round_id"] != effect.round_id:
+            return
+        if self.round["phase"] not in ("dealing", "waiting_position"):
+            return
+        self.round = {
+            **self.round,
+            "phase": "waiting_position" if effect.waiting_for == "position" else "dealing",
+            "packets": effect.packets,
+            "waiting_for": effect.waiting_for,
+            "position": effect.position.model_dump(mode="json") if effect.position else None,
+        }
+        self._publish("round", self.round)
+
+    def _round_closed(self, p: RoundPayload) -> None:
+        self.last_payload = p
+        if p.status != "settled":
+            self.players = {}
+        self.round = round_view(p)
+        self._publish("round", self.round)
+
+    def _player_settled(self, p: PlayerPayload) -> None:
+        if self.round is None or self.round["round_id"] != p.round_id:
+            return
+        self.players[p.seat] = p.model_dump(mode="json")
+        self._publish("player", self.players[p.seat])
+
+    def _device_changed(self, p: DevicePayload) -> None:
+        self.devices[p.device] = {
+            "online": p.online,
+            "detail": p.detail,
+            "at": iso(self.clock()),
+        }
+        self._publish("device", {"device": p.device, **self.devices[p.device]})

@@ -8,7 +8,7 @@ in Python sequences packet number n is index n - 1.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -142,6 +142,23 @@ def check_deal(
     must hold four and deal and stub together every card of the deck; a short, long or missing
     packet already decides the deal, so the stub is not judged then.
     """
+    problems = _packet_problems(packets)
+    sources: list[tuple[int | None, Sequence[CardInput]]] = list(enumerate(packets, start=1))
+    if stub is not None:
+        sources.append((None, stub))
+    seen: dict[Card, list[int | None]] = defaultdict(list)
+    problems += _foreign_cards(sources, seen)
+    problems += _repeated_cards(seen)
+    # With a short, long or missing packet the deal is already dead or misdealt, and what the
+    # reader missed (a lost frame) is not evidence of a broken deck: judge the stub only then.
+    packets_sound = not any(p.code in _PACKET_CODES for p in problems)
+    if stub is not None and packets_sound:
+        problems += _stub_problems(stub, seen)
+    return _verdict(problems)
+
+
+def _packet_problems(packets: Sequence[Sequence[CardInput]]) -> list[DealProblem]:
+    """Packets beyond the seven positions, of the wrong size, or not dealt."""
     problems: list[DealProblem] = []
     for n, packet in enumerate(packets, start=1):
         if n > POSITIONS:
@@ -154,11 +171,16 @@ def check_deal(
             problems.append(DealProblem("long_packet", f"packet {n} has {len(packet)} cards", n))
     for n in range(len(packets) + 1, POSITIONS + 1):
         problems.append(DealProblem("missing_packet", f"packet {n} was not dealt", n))
+    return problems
 
-    sources: list[tuple[int | None, Sequence[CardInput]]] = list(enumerate(packets, start=1))
-    if stub is not None:
-        sources.append((None, stub))
-    seen: dict[Card, list[int | None]] = defaultdict(list)
+
+def _foreign_cards(
+    sources: Sequence[tuple[int | None, Sequence[CardInput]]],
+    seen: dict[Card, list[int | None]],
+) -> list[DealProblem]:
+    """The foreign cards among ``sources`` (packet number, or None for the stub, and its cards),
+    in dealing order; every card of the deck found is added to ``seen`` with where it was."""
+    problems: list[DealProblem] = []
     for packet_no, items in sources:
         for item in items:
             parsed = _parse(item)
@@ -173,6 +195,12 @@ def check_deal(
                 )
             else:
                 seen[parsed].append(packet_no)
+    return problems
+
+
+def _repeated_cards(seen: Mapping[Card, list[int | None]]) -> list[DealProblem]:
+    """A second joker, and every card found more than once."""
+    problems: list[DealProblem] = []
     for found, places in seen.items():
         if len(places) < 2:
             continue
@@ -190,23 +218,25 @@ def check_deal(
                     str(found),
                 )
             )
+    return problems
 
-    # With a short, long or missing packet the deal is already dead or misdealt, and what the
-    # reader missed (a lost frame) is not evidence of a broken deck: judge the stub only then.
-    packets_sound = not any(p.code in _PACKET_CODES for p in problems)
-    if stub is not None and packets_sound:
-        if len(stub) != STUB_SIZE:
-            problems.append(DealProblem("bad_stub", f"the stub has {len(stub)} cards, not four"))
-        missing = [c for c in DECK if c not in seen]
-        if missing:
-            problems.append(
-                DealProblem(
-                    "bad_stub",
-                    "the deal and the stub lack " + " ".join(str(c) for c in missing),
-                )
+
+def _stub_problems(
+    stub: Sequence[CardInput], seen: Mapping[Card, list[int | None]]
+) -> list[DealProblem]:
+    """A stub of the wrong size, and the cards of the deck neither dealt nor in the stub."""
+    problems: list[DealProblem] = []
+    if len(stub) != STUB_SIZE:
+        problems.append(DealProblem("bad_stub", f"the stub has {len(stub)} cards, not four"))
+    missing = [c for c in DECK if c not in seen]
+    if missing:
+        problems.append(
+            DealProblem(
+                "bad_stub",
+                "the deal and the stub lack " + " ".join(str(c) for c in missing),
             )
-
-    return _verdict(problems)
+        )
+    return problems
 
 
 def _verdict(problems: list[DealProblem]) -> DealCheck:

@@ -105,9 +105,20 @@ def chan_chu_lines(cards7: Sequence[int]) -> frozenset[str]:
     all_mask = suit_masks[0] | suit_masks[1] | suit_masks[2] | suit_masks[3]
     # docs/rules.md §2: outside straights and flushes the joker groups with the Aces.
     groups = sorted(Counter(DECK[c].rank for c in cards).values(), reverse=True)
-    lines: set[str] = set()
+    lines = _seven_card_lines(suit_masks, all_mask, joker, groups)
+    lines |= _five_card_lines(cards, suit_masks, all_mask, joker)
+    lines |= _group_lines(groups)
+    return frozenset(lines)
 
-    # docs/rules.md §8 Chan Chu 7-card straight flush / straight, windows A-7 through 8-A.
+
+def _seven_card_lines(
+    suit_masks: Sequence[int], all_mask: int, joker: bool, groups: Sequence[int]
+) -> set[str]:
+    """docs/rules.md §8 Chan Chu 7-card straight flush / straight, windows A-7 through 8-A.
+
+    ``suit_masks``: the rank bits of each suit's natural cards; ``all_mask``: of all of them;
+    ``groups``: the rank group sizes, largest first."""
+    lines: set[str] = set()
     for mask in suit_masks:
         n = mask.bit_count()
         if n + joker < 7:
@@ -125,7 +136,15 @@ def chan_chu_lines(cards7: Sequence[int]) -> frozenset[str]:
             lines.add("natural_7_straight")
     if lines & {"natural_7_straight_flush", "wild_7_straight_flush"}:
         lines.add("any_7_straight_flush")
+    return lines
 
+
+def _five_card_lines(
+    cards: tuple[int, ...], suit_masks: Sequence[int], all_mask: int, joker: bool
+) -> set[str]:
+    """The Chan Chu lines of the best five cards: straight flush (royal, royal match), flush,
+    straight."""
+    lines: set[str] = set()
     best = HandValue(evaluate(cards))
     if best.category == Category.STRAIGHT_FLUSH:
         lines.add("straight_flush")
@@ -137,8 +156,12 @@ def chan_chu_lines(cards7: Sequence[int]) -> frozenset[str]:
         lines.add("flush")
     if straight_table()[all_mask | (joker << 13)]:
         lines.add("straight")
+    return lines
 
-    # docs/rules.md §8 Chan Chu: rank groups with the joker as an Ace.
+
+def _group_lines(groups: Sequence[int]) -> set[str]:
+    """docs/rules.md §8 Chan Chu: rank groups (sizes, largest first) with the joker as an Ace."""
+    lines: set[str] = set()
     top = groups[0]
     second = groups[1] if len(groups) > 1 else 0
     if top == 5:
@@ -153,7 +176,7 @@ def chan_chu_lines(cards7: Sequence[int]) -> frozenset[str]:
             lines.add("full_house")
     if sum(1 for g in groups if g >= 2) >= 3:
         lines.add("three_pair")
-    return frozenset(lines)
+    return lines
 
 
 def _has_royal_match(cards: tuple[int, ...]) -> bool:

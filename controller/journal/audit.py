@@ -18,12 +18,15 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.game.deal import DEAD_CODES, MISDEAL_CODES
 from controller.journal.checkpoints import sign_checkpoint
 from controller.journal.store import KEPT_STATE, chain_link, open_read_only, seal_of
 from controller.words import words
+
+if TYPE_CHECKING:
+    from controller.table import Table, TableSettings
 
 BATCH = 5_000
 
@@ -237,7 +240,6 @@ def verify_journal(path: str | os.PathLike[str]) -> AuditReport:
         archived = _archived(conn)
         seq_of = dict(conn.execute("SELECT round_id, seq FROM rounds"))
         walk = _walk_chain(conn, report, archived, seq_of)
-        seals, kept = walk.seals, walk.kept
         if report.events and not report.chained:
             report.findings.append(
                 Finding(
@@ -245,76 +247,94 @@ def verify_journal(path: str | os.PathLike[str]) -> AuditReport:
                     "every event: the links were erased"
                 )
             )
-        _check_kept_state(conn, kept, report)
+        _check_kept_state(conn, walk.kept, report)
         _check_round_seqs(conn, archived, report)
         for round_id, seq, status, reason, result in conn.execute(
             "SELECT round_id, seq, status, reason, result FROM rounds ORDER BY seq"
         ):
             report.rounds += 1
-            if status == "open":
-                continue
-            sealed = seals.get(round_id)
-            if sealed is None:
-                chained = conn.execute(
-                    "SELECT 1 FROM events WHERE round_id = ? AND chain IS NOT NULL LIMIT 1",
-                    (round_id,),
-                ).fetchone()
-                if chained:
-                    report.findings.append(
-                        Finding("closed, but its seal is missing", round_id, seq)
-                    )
-                continue
-            report.sealed += 1
-            row, seal = sealed
-            if seal != seal_of(round_id, status, reason, result):
-                what = [
-                    name
-                    for name, now in (("status", status), ("reason", reason))
-                    if seal.get(name) != now
-                ]
-                if seal != seal_of(round_id, seal.get("status", ""), seal.get("reason"), result):
-                    what.append("result")
-                report.findings.append(
-                    Finding(
-                        f"its {', '.join(what) or 'row'} differs from what was sealed when it "
-                        "closed: the journal was edited",
-                        round_id,
-                        seq,
-                        row,
-                    )
-                )
-            if result is None or status not in ("settled", "dead", "misdeal"):
-                continue
-            try:
-                recorded = json.loads(result)
-                codes = {r.get("code") for r in recorded.get("reasons", [])}
-            except (ValueError, AttributeError, TypeError):
-                report.findings.append(Finding("its result is not a round", round_id, seq))
-                continue
-            if not codes <= _RECOMPUTED_REASONS:
-                continue  # decided by something besides its cards (a timeout, a new deal, …)
-            events = [
-                (kind, json.loads(payload))
-                for kind, payload in conn.execute(
-                    "SELECT kind, payload FROM events WHERE round_id = ? ORDER BY id",
-                    (round_id,),
-                )
-            ]
-            report.recomputed += 1
-            try:
-                differs = recompute_round(recorded, events)
-            except (ValueError, KeyError, TypeError) as exc:  # a field edited out of shape
-                differs = f"result, which cannot be read back ({type(exc).__name__}: {exc})"
-            if differs:
-                report.findings.append(
-                    Finding(
-                        f"dealt again from its device events by the rules engine, its "
-                        f"{differs!r} differs from what was recorded and sent",
-                        round_id,
-                        seq,
-                    )
-                )
+            if status != "open":
+                _check_closed_round(conn, report, walk.seals, round_id, seq, status, reason, result)
     return report
+
+
+def _check_closed_round(
+    conn: sqlite3.Connection,
+    report: AuditReport,
+    seals: dict[str, tuple[int, dict[str, Any]]],
+    round_id: str,
+    seq: int,
+    status: str,
+    reason: str | None,
+    result: str | None,
+) -> None:
+    """A closed round's row against its seal (``seals``: the ``round_sealed`` event of each
+    round, with its row), then, for one decided by its cards alone, against its device events."""
+    sealed = seals.get(round_id)
+    if sealed is None:
+        chained = conn.execute(
+            "SELECT 1 FROM events WHERE round_id = ? AND chain IS NOT NULL LIMIT 1",
+            (round_id,),
+        ).fetchone()
+        if chained:
+            report.findings.append(Finding("closed, but its seal is missing", round_id, seq))
+        return
+    report.sealed += 1
+    row, seal = sealed
+    if seal != seal_of(round_id, status, reason, result):
+        what = [
+            name for name, now in (("status", status), ("reason", reason)) if seal.get(name) != now
+        ]
+        if seal != seal_of(round_id, seal.get("status", ""), seal.get("reason"), result):
+            what.append("result")
+        report.findings.append(
+            Finding(
+                f"its {', '.join(what) or 'row'} differs from what was sealed when it "
+                "closed: the journal was edited",
+                round_id,
+                seq,
+                row,
+            )
+        )
+    if result is None or status not in ("settled", "dead", "misdeal"):
+        return
+    _check_recomputed(conn, report, round_id, seq, result)
+
+
+def _check_recomputed(
+    conn: sqlite3.Connection, report: AuditReport, round_id: str, seq: int, result: str
+) -> None:
+    """A round decided by its cards and draw alone, dealt again from its device events
+    (``recompute_round``), must come out as it was recorded."""
+    try:
+        recorded = json.loads(result)
+        codes = {r.get("code") for r in recorded.get("reasons", [])}
+    except (ValueError, AttributeError, TypeError):
+        report.findings.append(Finding("its result is not a round", round_id, seq))
+        return
+    if not codes <= _RECOMPUTED_REASONS:
+        return  # decided by something besides its cards (a timeout, a new deal, …)
+    events = [
+        (kind, json.loads(payload))
+        for kind, payload in conn.execute(
+            "SELECT kind, payload FROM events WHERE round_id = ? ORDER BY id",
+            (round_id,),
+        )
+    ]
+    report.recomputed += 1
+    try:
+        differs = recompute_round(recorded, events)
+    except (ValueError, KeyError, TypeError) as exc:  # a field edited out of shape
+        differs = f"result, which cannot be read back ({type(exc).__name__}: {exc})"
+    if differs:
+        report.findings.append(
+            Finding(
+                f"dealt again from its device events by the rules engine, its "
+                f"{differs!r} differs from what was recorded and sent",
+                round_id,
+                seq,
+            )
+        )
 
 
 def _canonical(value: Any) -> str:
@@ -523,41 +543,29 @@ def recompute_round(result: dict[str, Any], events: list[tuple[str, dict[str, An
     :class:`~controller.table.Table` set up with the round's own rules, paytables, seats and
     wagers) and compare with what was recorded and sent. Returns "" when they agree, else the
     first field that differs."""
+    table = _table_for(result)
+    closed = _deal_again(table, events)
+    if closed is None:
+        return "the events do not complete a deal"
+    for key in sorted(set(closed) | set(result)):
+        if key in _VOLATILE:
+            continue
+        if closed.get(key) != result.get(key):
+            return key
+    return ""
+
+
+def _table_for(result: dict[str, Any]) -> Table:
+    """A fresh table set up as the recorded round was: its rules, paytables, seats and wagers,
+    its id, sequence number and closing time."""
     from datetime import datetime
 
-    from controller.game.paytables import (
-        chan_chu_paytable,
-        envy_paytable,
-        jacks_beat_paytable,
-    )
-    from controller.game.setting import Rules
     from controller.messages import Wagers
-    from controller.table import RoundClosed, Table, TableSettings
-    from drivers.events import PositionDrawn, parse_event
+    from controller.table import Table
 
-    rules = result.get("rules") or {}
-    tables = result.get("paytables") or {}
-    seats = {
-        int(p["position"]): str(p["seat"])
-        for p in result.get("positions", [])
-        if int(p["position"]) != 1
-    }
-    if not seats:  # a dead round that never reached positions: its packets, in dealing order
-        seats = {pos: str(pos - 1) for pos in range(2, 8)}
-    settings = TableSettings(
-        table_id=str(result.get("round_id", "")).rsplit("-", 1)[0],
-        seats=seats,
-        rules=Rules(
-            wheel_rank=rules.get("wheel_rank", "second_highest"),
-            ace_high_pushes_pai_gow=bool(rules.get("ace_high_pushes_pai_gow", False)),
-        ),
-        chan_chu=chan_chu_paytable(tables.get("chan_chu", "PT1")),
-        jacks_beat=jacks_beat_paytable(tables.get("jacks_beat", "A")),
-        envy=envy_paytable(tables["envy"]) if tables.get("envy") else None,
-    )
     closed_at = datetime.fromisoformat(str(result.get("closed_at")))
     table = Table(
-        settings,
+        _settings_for(result),
         new_round_id=lambda: str(result["round_id"]),
         clock=lambda: closed_at,
         next_round_seq=int(result.get("round_seq", 1)),
@@ -568,6 +576,47 @@ def recompute_round(result: dict[str, Any], events: list[tuple[str, dict[str, An
     for seat in result.get("seats", []):
         if seat.get("wagers"):
             table.wagers[str(seat["seat"])] = Wagers.model_validate(seat["wagers"])
+    return table
+
+
+def _settings_for(result: dict[str, Any]) -> TableSettings:
+    """The settings of the table that played the recorded round (its rules, paytables, seats)."""
+    from controller.game.paytables import (
+        chan_chu_paytable,
+        envy_paytable,
+        jacks_beat_paytable,
+    )
+    from controller.game.setting import Rules
+    from controller.table import TableSettings
+
+    rules = result.get("rules") or {}
+    tables = result.get("paytables") or {}
+    seats = {
+        int(p["position"]): str(p["seat"])
+        for p in result.get("positions", [])
+        if int(p["position"]) != 1
+    }
+    if not seats:  # a dead round that never reached positions: its packets, in dealing order
+        seats = {pos: str(pos - 1) for pos in range(2, 8)}
+    return TableSettings(
+        table_id=str(result.get("round_id", "")).rsplit("-", 1)[0],
+        seats=seats,
+        rules=Rules(
+            wheel_rank=rules.get("wheel_rank", "second_highest"),
+            ace_high_pushes_pai_gow=bool(rules.get("ace_high_pushes_pai_gow", False)),
+        ),
+        chan_chu=chan_chu_paytable(tables.get("chan_chu", "PT1")),
+        jacks_beat=jacks_beat_paytable(tables.get("jacks_beat", "A")),
+        envy=envy_paytable(tables["envy"]) if tables.get("envy") else None,
+    )
+
+
+def _deal_again(table: Table, events: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
+    """The journaled device events fed to ``table``: the first round it closes, as sent (JSON);
+    None when they close none."""
+    from controller.table import RoundClosed
+    from drivers.events import PositionDrawn, parse_event
+
     closed: dict[str, Any] | None = None
     for kind, payload in events:
         if kind == "position_assigned":
@@ -584,14 +633,7 @@ def recompute_round(result: dict[str, Any], events: list[tuple[str, dict[str, An
         for effect in table.handle(event):
             if isinstance(effect, RoundClosed) and closed is None:
                 closed = effect.payload.model_dump(mode="json")
-    if closed is None:
-        return "the events do not complete a deal"
-    for key in sorted(set(closed) | set(result)):
-        if key in _VOLATILE:
-            continue
-        if closed.get(key) != result.get(key):
-            return key
-    return ""
+    return closed
 
 
 # --- recall ------------------------------------------------------------------------------------
@@ -676,48 +718,65 @@ def recall_text(rounds: list[dict[str, Any]]) -> Iterator[str]:
             + (f" ({r['reason']})" if r["reason"] else "")
             + f"  opened {r['opened_at']}  closed {r['closed_at'] or '-'}"
         )
-        draw = res.get("first_position")
-        if draw:
-            how = draw.get("dice") or draw.get("number")
-            yield f"  first position: {words(draw['method'])} {how} → position {draw['position']}"
-        if res.get("shuffle_id"):
-            yield f"  shuffle {res['shuffle_id']} from {res.get('card_source', '')}"
-        if res.get("dealer_id"):
-            yield f"  dealt by {res['dealer_id']}"
-        for p in res.get("positions", []):
-            yield f"  position {p['position']} ({_packet_of(p)}): " + " ".join(p["cards"])
-        dealer = res.get("dealer")
-        if dealer:
-            setting = dealer.get("setting")
-            if dealer.get("two_jacks"):
-                yield "  dealer: two Jacks — every Pai Gow wager loses"
-            elif setting:
-                yield (
-                    f"  dealer sets {' '.join(setting['front'])} | {' '.join(setting['back'])}"
-                    f"  (House Way {setting['rule']}: {setting['front_hand']} / "
-                    f"{setting['back_hand']})"
-                )
-        for seat in res.get("seats", []):
-            yield (
-                f"  seat {seat['seat']}: {' '.join(seat['cards'])} ({seat['best_hand']}); "
-                f"Chan Chu {_side(seat.get('chan_chu'))}; Jacks Beat "
-                f"{_side(seat.get('jacks_beat'))}; Ace High {_side(seat.get('push_ace_high'))}"
-            )
-        for reason in res.get("reasons", []):
-            yield f"  reason: {words(str(reason.get('code')))}: {reason.get('detail')}"
+        yield from _deal_lines(res)
+        yield from _outcome_lines(res)
         for e in r["events"]:
             if e["kind"] in ("packet_dealt", "round_sealed", "deal_seen"):
                 continue
-            p = e["payload"]
-            text = p.get("detail") or p.get("code") or p.get("reason") or ""
-            if e["kind"] == "player_settled":
-                text = f"seat {p.get('seat')} {p.get('setting_id', '')}" + (
-                    f" corrects {p['corrects']}" if p.get("corrects") else ""
-                )
-            origin = p.get("origin") if isinstance(p.get("origin"), dict) else None
-            if origin:
-                outcome = p.get("outcome") or {}
-                verdict = "ok" if outcome.get("ok") else f"refused: {outcome.get('error')}"
-                text = f"{text} by {origin['channel']} {origin['identity']} ({verdict})".strip()
-            yield f"  {e['at']}  {e['kind']}  {text}".rstrip()
+            yield _event_line(e)
         yield ""
+
+
+def _deal_lines(res: dict[str, Any]) -> Iterator[str]:
+    """How a recalled round was dealt: the first position, the shuffle, the dealer, the cards
+    of each position."""
+    draw = res.get("first_position")
+    if draw:
+        how = draw.get("dice") or draw.get("number")
+        yield f"  first position: {words(draw['method'])} {how} → position {draw['position']}"
+    if res.get("shuffle_id"):
+        yield f"  shuffle {res['shuffle_id']} from {res.get('card_source', '')}"
+    if res.get("dealer_id"):
+        yield f"  dealt by {res['dealer_id']}"
+    for p in res.get("positions", []):
+        yield f"  position {p['position']} ({_packet_of(p)}): " + " ".join(p["cards"])
+
+
+def _outcome_lines(res: dict[str, Any]) -> Iterator[str]:
+    """How a recalled round came out: the dealer's setting, each seat's hand and side wagers,
+    the reasons."""
+    dealer = res.get("dealer")
+    if dealer:
+        setting = dealer.get("setting")
+        if dealer.get("two_jacks"):
+            yield "  dealer: two Jacks — every Pai Gow wager loses"
+        elif setting:
+            yield (
+                f"  dealer sets {' '.join(setting['front'])} | {' '.join(setting['back'])}"
+                f"  (House Way {setting['rule']}: {setting['front_hand']} / "
+                f"{setting['back_hand']})"
+            )
+    for seat in res.get("seats", []):
+        yield (
+            f"  seat {seat['seat']}: {' '.join(seat['cards'])} ({seat['best_hand']}); "
+            f"Chan Chu {_side(seat.get('chan_chu'))}; Jacks Beat "
+            f"{_side(seat.get('jacks_beat'))}; Ace High {_side(seat.get('push_ace_high'))}"
+        )
+    for reason in res.get("reasons", []):
+        yield f"  reason: {words(str(reason.get('code')))}: {reason.get('detail')}"
+
+
+def _event_line(e: dict[str, Any]) -> str:
+    """One recalled event: its time, its kind, and what it says (who asked, and the outcome)."""
+    p = e["payload"]
+    text = p.get("detail") or p.get("code") or p.get("reason") or ""
+    if e["kind"] == "player_settled":
+        text = f"seat {p.get('seat')} {p.get('setting_id', '')}" + (
+            f" corrects {p['corrects']}" if p.get("corrects") else ""
+        )
+    origin = p.get("origin") if isinstance(p.get("origin"), dict) else None
+    if origin:
+        outcome = p.get("outcome") or {}
+        verdict = "ok" if outcome.get("ok") else f"refused: {outcome.get('error')}"
+        text = f"{text} by {origin['channel']} {origin['identity']} ({verdict})".strip()
+    return f"  {e['at']}  {e['kind']}  {text}".rstrip()

@@ -253,30 +253,43 @@ def _rows(
             yield from chunk
             last = chunk[-1][0]
             continue
-        # Row by row past the damage, up to the largest rowid (or well beyond, if unknown).
-        known = isinstance(top, int) and top > last
-        end = top if known else last + 100_000
-        bad_from: int | None = None
-        for rowid in range(last + 1, end + 1):
-            try:
-                row = conn.execute(
-                    f"SELECT rowid, {columns} FROM {table} WHERE rowid = ?", (rowid,)
-                ).fetchone()
-            except sqlite3.DatabaseError:
-                bad_from = rowid if bad_from is None else bad_from
-                continue
-            if bad_from is not None:
-                skipped.append((bad_from, rowid - 1))
-                bad_from = None
-            if row is not None:
-                yield row
-            last = rowid
-            if row is not None:
-                break  # readable again: back to chunks from here
-        else:
-            if bad_from is not None:
-                skipped.append((bad_from, end if known else UNKNOWN_END))
+        found = _next_readable(conn, table, columns, last, top, skipped)
+        if found is None:
             return
+        last, row = found
+        yield row  # readable again: back to chunks from here
+
+
+def _next_readable(
+    conn: sqlite3.Connection,
+    table: str,
+    columns: str,
+    last: int,
+    top: Any,
+    skipped: list[tuple[int, int]],
+) -> tuple[int, tuple[Any, ...]] | None:
+    """Row by row past the damage after rowid ``last``, up to the largest rowid ``top`` (or well
+    beyond, if unknown): the first readable row with its rowid, or None when there is none.
+    Rows that cannot be read are noted in ``skipped``."""
+    known = isinstance(top, int) and top > last
+    end = top if known else last + 100_000
+    bad_from: int | None = None
+    for rowid in range(last + 1, end + 1):
+        try:
+            row = conn.execute(
+                f"SELECT rowid, {columns} FROM {table} WHERE rowid = ?", (rowid,)
+            ).fetchone()
+        except sqlite3.DatabaseError:
+            bad_from = rowid if bad_from is None else bad_from
+            continue
+        if bad_from is not None:
+            skipped.append((bad_from, rowid - 1))
+            bad_from = None
+        if row is not None:
+            return rowid, row
+    if bad_from is not None:
+        skipped.append((bad_from, end if known else UNKNOWN_END))
+    return None
 
 
 def salvage_journal(

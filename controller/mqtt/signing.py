@@ -153,54 +153,67 @@ def read_keys(path: str | Path) -> dict[str, bytes | Ed25519PublicKey]:
         fields = line.split("#", 1)[0].split()
         if not fields:
             continue
-        where = f"{path}:{number}"
-        if len(fields) == 2:
-            key_id = fields[0]
-            raise ValueError(
-                f"{where}: the key {key_id!r} does not say its type (expected every line to "
-                f"name it): write '{key_id} hmac-sha256 <the same hex>' if the hex is a shared "
-                f"HMAC-SHA256 secret, or '{key_id} ed25519 <the same hex>' if it is an Ed25519 "
-                "public key; read as a secret, a public key would let anyone who holds it sign "
-                "commands"
-            )
-        if len(fields) != 3:
-            raise ValueError(f"{where}: expected {KEY_LINE}, got {len(fields)} fields")
-        key_id, kind, value = fields
-        if kind not in KEY_TYPES:
-            raise ValueError(
-                f"{where}: unknown key type {kind[:32]!r}: expected 'hmac-sha256' or 'ed25519' "
-                f"({KEY_LINE})"
-            )
-        if key_id in lines:
-            raise ValueError(
-                f"{where}: the key id {key_id!r} is already on line {lines[key_id]}: expected "
-                "each key id once"
-            )
-        try:
-            raw = bytes.fromhex(value)
-        except ValueError:
-            raise ValueError(
-                f"{where}: the {kind} key {key_id!r} is not hex digits: expected "
-                f"{KEY_TYPES[kind]} as hex"
-            ) from None
-        if kind == "ed25519":
-            if len(raw) != 32:
-                raise ValueError(
-                    f"{where}: the ed25519 key {key_id!r} has {len(raw)} bytes: expected 32 "
-                    "(64 hex digits, the raw public key)"
-                )
-            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-            keys[key_id] = Ed25519PublicKey.from_public_bytes(raw)
-        else:
-            if len(raw) < MIN_SECRET_BYTES:
-                raise ValueError(
-                    f"{where}: the hmac-sha256 key {key_id!r} has {len(raw)} bytes: expected at "
-                    f"least {MIN_SECRET_BYTES} (e.g. `openssl rand -hex 32`)"
-                )
-            keys[key_id] = raw
+        key_id, key = _key_line(f"{path}:{number}", fields, lines)
+        keys[key_id] = key
         lines[key_id] = number
     return keys
+
+
+def _key_line(
+    where: str, fields: list[str], lines: Mapping[str, int]
+) -> tuple[str, bytes | Ed25519PublicKey]:
+    """One keys file line's key id and key (``fields``: its words, at least one; ``lines``: the
+    line each key id before it is on). ValueError as ``read_keys`` says."""
+    if len(fields) == 2:
+        key_id = fields[0]
+        raise ValueError(
+            f"{where}: the key {key_id!r} does not say its type (expected every line to "
+            f"name it): write '{key_id} hmac-sha256 <the same hex>' if the hex is a shared "
+            f"HMAC-SHA256 secret, or '{key_id} ed25519 <the same hex>' if it is an Ed25519 "
+            "public key; read as a secret, a public key would let anyone who holds it sign "
+            "commands"
+        )
+    if len(fields) != 3:
+        raise ValueError(f"{where}: expected {KEY_LINE}, got {len(fields)} fields")
+    key_id, kind, value = fields
+    if kind not in KEY_TYPES:
+        raise ValueError(
+            f"{where}: unknown key type {kind[:32]!r}: expected 'hmac-sha256' or 'ed25519' "
+            f"({KEY_LINE})"
+        )
+    if key_id in lines:
+        raise ValueError(
+            f"{where}: the key id {key_id!r} is already on line {lines[key_id]}: expected "
+            "each key id once"
+        )
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        raise ValueError(
+            f"{where}: the {kind} key {key_id!r} is not hex digits: expected "
+            f"{KEY_TYPES[kind]} as hex"
+        ) from None
+    return key_id, _key_from_bytes(where, kind, key_id, raw)
+
+
+def _key_from_bytes(where: str, kind: str, key_id: str, raw: bytes) -> bytes | Ed25519PublicKey:
+    """The key of type ``kind`` (a KEY_TYPES name) that ``raw`` holds; ValueError for the wrong
+    length (never repeating the bytes)."""
+    if kind == "ed25519":
+        if len(raw) != 32:
+            raise ValueError(
+                f"{where}: the ed25519 key {key_id!r} has {len(raw)} bytes: expected 32 "
+                "(64 hex digits, the raw public key)"
+            )
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+        return Ed25519PublicKey.from_public_bytes(raw)
+    if len(raw) < MIN_SECRET_BYTES:
+        raise ValueError(
+            f"{where}: the hmac-sha256 key {key_id!r} has {len(raw)} bytes: expected at "
+            f"least {MIN_SECRET_BYTES} (e.g. `openssl rand -hex 32`)"
+        )
+    return raw
 
 
 def _valid(key: bytes | Ed25519PublicKey, signature: str, data: bytes) -> bool:
@@ -233,6 +246,32 @@ def json_type(value: object) -> str:
     }.get(type(value), type(value).__name__)
 
 
+def _command_fields(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A command's own fields: the body without the signature's fields and ``table_id``."""
+    return {k: v for k, v in body.items() if k not in (*AUTH_FIELDS, TABLE_FIELD)}
+
+
+def _signature_text(signature: object) -> str:
+    """``signature`` if it is a string of hex digits; SignatureRefused otherwise."""
+    if not isinstance(signature, str):
+        raise SignatureRefused(f"signature must be a string, not {json_type(signature)}")
+    if not _HEX.fullmatch(signature):
+        raise SignatureRefused("signature must be hex digits (0-9, a-f)")
+    return signature
+
+
+def _signed_bytes(kind: str, body: Mapping[str, Any]) -> bytes:
+    """The bytes the command's signature covers (``canonical``); SignatureRefused for a body
+    that has none."""
+    try:
+        return canonical(kind, body)
+    except UnicodeEncodeError:
+        # "\ud800" in the JSON is a lone surrogate: no UTF-8, so nothing can have signed it.
+        raise SignatureRefused("the body holds a lone surrogate (\\ud800-\\udfff)") from None
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise SignatureRefused(f"the body cannot be encoded: {type(exc).__name__}") from None
+
+
 @dataclass
 class CommandVerifier:
     """Checks signed commands for the table ``table_id``; remembers request ids for twice the
@@ -257,15 +296,42 @@ class CommandVerifier:
         one may) and left out of the fields."""
         signature = body.get("signature")
         if signature is None:
-            if kind in READ_ONLY and self.unsigned_read_only:
-                named = body.get(TABLE_FIELD, self.table_id)
-                if named != self.table_id:
-                    shown = repr(named[:64]) if isinstance(named, str) else json_type(named)
-                    raise SignatureRefused(
-                        f"addressed to table {shown}, this is table {self.table_id!r}"
-                    )
-                return {k: v for k, v in body.items() if k not in (*AUTH_FIELDS, TABLE_FIELD)}
-            raise SignatureRefused("the command is not signed (signature, key_id, issued_at)")
+            return self._unsigned(kind, body)
+        key = self._key(body)
+        now = self.clock()
+        self._check_issued_at(body, now)
+        request_id = body.get("request_id")
+        if not isinstance(request_id, str) or not request_id:
+            raise SignatureRefused("a signed command needs a request_id")
+        signature = _signature_text(signature)
+        if not _valid(key, signature, _signed_bytes(kind, body)):
+            raise SignatureRefused("wrong signature")
+        # Genuine, so what it names was signed: the table and the round are the signer's.
+        self._check_table(body)
+        problem = round_problem(kind, body)
+        if problem is not None:
+            raise SignatureRefused(problem)
+        self._forget(now)
+        if request_id in self._seen:
+            raise SignatureRefused(f"request_id {request_id[:64]!r} was seen before: a replay")
+        self._seen[request_id] = now
+        return _command_fields(body)
+
+    def _unsigned(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
+        """An unsigned command's own fields if it may run unsigned (a read-only one, for this
+        table); SignatureRefused otherwise."""
+        if kind in READ_ONLY and self.unsigned_read_only:
+            named = body.get(TABLE_FIELD, self.table_id)
+            if named != self.table_id:
+                shown = repr(named[:64]) if isinstance(named, str) else json_type(named)
+                raise SignatureRefused(
+                    f"addressed to table {shown}, this is table {self.table_id!r}"
+                )
+            return _command_fields(body)
+        raise SignatureRefused("the command is not signed (signature, key_id, issued_at)")
+
+    def _key(self, body: dict[str, Any]) -> bytes | Ed25519PublicKey:
+        """The key the body's ``key_id`` names; SignatureRefused for none, or an unknown one."""
         key_id = body.get("key_id")
         if key_id is None:
             raise SignatureRefused("a signed command needs a key_id")
@@ -274,7 +340,11 @@ class CommandVerifier:
         key = self.keys.get(key_id)
         if key is None:
             raise SignatureRefused(f"unknown key_id {key_id[:64]!r}")
-        now = self.clock()
+        return key
+
+    def _check_issued_at(self, body: dict[str, Any], now: datetime) -> None:
+        """SignatureRefused unless the body's ``issued_at`` is a time within the window of
+        ``now``."""
         issued_at = body.get("issued_at")
         if issued_at is None:
             raise SignatureRefused("a signed command needs an issued_at")
@@ -297,23 +367,9 @@ class CommandVerifier:
                 f"issued_at is {skew:.0f} s from the table's clock (the window is "
                 f"{self.window:g} s)"
             )
-        request_id = body.get("request_id")
-        if not isinstance(request_id, str) or not request_id:
-            raise SignatureRefused("a signed command needs a request_id")
-        if not isinstance(signature, str):
-            raise SignatureRefused(f"signature must be a string, not {json_type(signature)}")
-        if not _HEX.fullmatch(signature):
-            raise SignatureRefused("signature must be hex digits (0-9, a-f)")
-        try:
-            data = canonical(kind, body)
-        except UnicodeEncodeError:
-            # "\ud800" in the JSON is a lone surrogate: no UTF-8, so nothing can have signed it.
-            raise SignatureRefused("the body holds a lone surrogate (\\ud800-\\udfff)") from None
-        except (ValueError, TypeError, RecursionError) as exc:
-            raise SignatureRefused(f"the body cannot be encoded: {type(exc).__name__}") from None
-        if not _valid(key, signature, data):
-            raise SignatureRefused("wrong signature")
-        # Genuine, so what it names was signed: the table and the round are the signer's.
+
+    def _check_table(self, body: dict[str, Any]) -> None:
+        """SignatureRefused unless a genuine command's ``table_id`` names this table."""
         named = body.get(TABLE_FIELD)
         if named is None:
             raise SignatureRefused(
@@ -326,14 +382,6 @@ class CommandVerifier:
             raise SignatureRefused(
                 f"signed for table {named[:64]!r}, this is table {self.table_id!r}"
             )
-        problem = round_problem(kind, body)
-        if problem is not None:
-            raise SignatureRefused(problem)
-        self._forget(now)
-        if request_id in self._seen:
-            raise SignatureRefused(f"request_id {request_id[:64]!r} was seen before: a replay")
-        self._seen[request_id] = now
-        return {k: v for k, v in body.items() if k not in (*AUTH_FIELDS, TABLE_FIELD)}
 
     def _forget(self, now: datetime) -> None:
         while self._seen:

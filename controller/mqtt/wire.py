@@ -195,25 +195,62 @@ def parse_command_message(
 
     Raises CommandRefused with the reason (and the body's request_id when it has one).
     """
+    name = _command_name(prefix, topic)
+    body = _decode_body(payload)
+    request_id = _body_request_id(body)
+    fields = _command_body(name, body, request_id)
+    if verifier is not None:
+        try:
+            fields = verifier.verify(name, fields)
+        except SignatureRefused as exc:
+            raise CommandRefused(f"refused: {exc}", request_id, "signature") from None
+        if table_id is None:
+            table_id = verifier.table_id
+    fields = _addressed_here(fields, table_id, request_id)
+    try:
+        command = parse_command({**fields, "kind": name})
+    except ValidationError as exc:
+        raise CommandRefused(_validation_summary(exc, name), request_id) from None
+    if rounds is not None:
+        check_round(command, rounds)
+    return command
+
+
+def _command_name(prefix: str, topic: str) -> str:
+    """The command kind ``<prefix>cmd/<kind>`` names; CommandRefused for another topic."""
     base = f"{prefix}cmd/"
     name = topic[len(base) :] if topic.startswith(base) else ""
     if not name or "/" in name:
         raise CommandRefused(f"not a command topic of this table: {topic[:200]!r}")
+    return name
+
+
+def _decode_body(payload: bytes) -> object:
+    """The JSON a payload of at most COMMAND_SIZE_LIMIT bytes holds (empty means ``{}``);
+    CommandRefused otherwise."""
     if len(payload) > COMMAND_SIZE_LIMIT:
         raise CommandRefused(
             f"command too large: {len(payload)} bytes (the limit is {COMMAND_SIZE_LIMIT})"
         )
-    body: object
     try:
-        body = json.loads(payload.decode("utf-8")) if payload.strip() else {}
+        return json.loads(payload.decode("utf-8")) if payload.strip() else {}
     except UnicodeDecodeError:
         raise CommandRefused("expected UTF-8 JSON, got bytes that are not UTF-8") from None
     except (ValueError, RecursionError) as exc:
         raise CommandRefused(f"expected a JSON object: {str(exc)[:200]}") from None
-    request_id = None
-    if isinstance(body, dict):
-        rid = body.get("request_id")
-        request_id = rid if isinstance(rid, str) and len(rid) <= 128 and _is_text(rid) else None
+
+
+def _body_request_id(body: object) -> str | None:
+    """The body's request_id, to echo in a refusal: a short string of text, else None."""
+    if not isinstance(body, dict):
+        return None
+    rid = body.get("request_id")
+    return rid if isinstance(rid, str) and len(rid) <= 128 and _is_text(rid) else None
+
+
+def _command_body(name: str, body: object, request_id: str | None) -> dict[str, Any]:
+    """``body``, checked to be a command ``name`` may carry: a known kind, a JSON object of
+    text whose ``kind``, if given, is ``name``; CommandRefused otherwise."""
     if name not in COMMAND_KINDS:
         raise CommandRefused(
             f"unknown command {name[:64]!r}: expected one of {', '.join(COMMAND_KINDS)}",
@@ -233,26 +270,22 @@ def parse_command_message(
         raise CommandRefused(
             f"the body's kind {shown} does not match the topic's {name!r}", request_id
         )
-    if verifier is not None:
-        try:
-            body = verifier.verify(name, body)
-        except SignatureRefused as exc:
-            raise CommandRefused(f"refused: {exc}", request_id, "signature") from None
-        if table_id is None:
-            table_id = verifier.table_id
-    if TABLE_FIELD in body and table_id is not None:
-        # An unsigned command may say which table it is for too: never another's.
-        body = dict(body)
-        named = body.pop(TABLE_FIELD)
-        if named != table_id:
-            shown = repr(named[:64]) if isinstance(named, str) else f"({json_type(named)})"
-            raise CommandRefused(
-                f"refused: addressed to table {shown}, this is table {table_id!r}", request_id
-            )
-    try:
-        command = parse_command({**body, "kind": name})
-    except ValidationError as exc:
-        raise CommandRefused(_validation_summary(exc, name), request_id) from None
-    if rounds is not None:
-        check_round(command, rounds)
-    return command
+    return body
+
+
+def _addressed_here(
+    body: dict[str, Any], table_id: str | None, request_id: str | None
+) -> dict[str, Any]:
+    """``body`` without its ``table_id``, which must be ``table_id`` (when that is known);
+    CommandRefused for another table's."""
+    if TABLE_FIELD not in body or table_id is None:
+        return body
+    # An unsigned command may say which table it is for too: never another's.
+    body = dict(body)
+    named = body.pop(TABLE_FIELD)
+    if named != table_id:
+        shown = repr(named[:64]) if isinstance(named, str) else f"({json_type(named)})"
+        raise CommandRefused(
+            f"refused: addressed to table {shown}, this is table {table_id!r}", request_id
+        )
+    return body

@@ -140,16 +140,9 @@ class DiceHidCodec:
     def _decode(self, report: bytes) -> list[DeviceEvent]:
         if not report:
             return []  # a zero-length packet carries nothing
-        if len(report) < REPORT_SIZE:
-            detail = f"{len(report)} bytes, expected 8"
-            return [self._error("truncated", detail, report, discarded=True)]
-        if len(report) > REPORT_SIZE:
-            detail = f"{len(report)} bytes, expected 8"
-            return [self._error("oversize", detail, report, discarded=True)]
-        expected = crc8(report[:7])
-        if report[7] != expected:
-            detail = f"checksum 0x{report[7]:02x}, computed 0x{expected:02x}"
-            return [self._error("checksum", detail, report, discarded=True)]
+        frame_error = self._frame_error(report)
+        if frame_error is not None:
+            return [frame_error]
         report_id, seq, status, d1, d2, d3, detail_code = report[:7]
         if report_id != REPORT_ID:
             return [self._error("unknown_type", f"report id 0x{report_id:02x}", report)]
@@ -157,40 +150,68 @@ class DiceHidCodec:
             if seq == 0:
                 self.last_seq = None  # the reader powered up: its sequence starts again
             return []
-        if status not in (STATUS_ROLL, STATUS_MISREAD, STATUS_HW_FAULT):
-            return [self._error("unknown_type", f"status 0x{status:02x}", report)]
-        if seq == 0:
-            return [self._error("sequence", "sequence 0 is reserved for the status report", report)]
         dice = (d1, d2, d3)
+        event_error = self._event_error(status, seq, dice, report)
+        if event_error is not None:
+            return [event_error]
+        if not self._advance(seq):
+            return []
+        return [self._event(status, dice, detail_code)]
+
+    def _frame_error(self, report: bytes) -> FrameError | None:
+        """The error for a transfer that is not one report (wrong length, bad CRC), else None."""
+        if len(report) < REPORT_SIZE:
+            detail = f"{len(report)} bytes, expected 8"
+            return self._error("truncated", detail, report, discarded=True)
+        if len(report) > REPORT_SIZE:
+            detail = f"{len(report)} bytes, expected 8"
+            return self._error("oversize", detail, report, discarded=True)
+        expected = crc8(report[:7])
+        if report[7] != expected:
+            detail = f"checksum 0x{report[7]:02x}, computed 0x{expected:02x}"
+            return self._error("checksum", detail, report, discarded=True)
+        return None
+
+    def _event_error(
+        self, status: int, seq: int, dice: tuple[int, int, int], report: bytes
+    ) -> FrameError | None:
+        """The error for an event report (not the status report) with a bad status, sequence
+        number or die, else None."""
+        if status not in (STATUS_ROLL, STATUS_MISREAD, STATUS_HW_FAULT):
+            return self._error("unknown_type", f"status 0x{status:02x}", report)
+        if seq == 0:
+            return self._error("sequence", "sequence 0 is reserved for the status report", report)
         if status == STATUS_ROLL and not all(1 <= d <= 6 for d in dice):
-            return [self._error("garbled", f"die out of range 1-6: {dice}", report)]
+            return self._error("garbled", f"die out of range 1-6: {dice}", report)
+        return None
+
+    def _advance(self, seq: int) -> bool:
+        """Records an event's sequence number; False for a repeat of the last event."""
         if seq == self.last_seq:
             _log.debug("dice_duplicate_report", device=self.device, seq=seq)
-            return []
+            return False
         if self.last_seq is not None and seq != self.last_seq % 255 + 1:
             _log.warning("dice_sequence_gap", device=self.device, last=self.last_seq, seq=seq)
         self.last_seq = seq
+        return True
+
+    def _event(self, status: int, dice: tuple[int, int, int], detail_code: int) -> DeviceEvent:
+        """The event a valid, new roll / misread / hardware-fault report means."""
         if status == STATUS_ROLL:
-            return [
-                PositionDrawn(
-                    device=self.device,
-                    method="dice",
-                    dice=dice,
-                    number=position_from_dice(dice),
-                )
-            ]
-        if status == STATUS_MISREAD:
-            return [
-                DeviceFault(
-                    device=self.device,
-                    code="dice_misread",
-                    detail="a die could not be read (cocked or stacked); roll again",
-                )
-            ]
-        return [
-            DeviceFault(
+            return PositionDrawn(
                 device=self.device,
-                code="dice_hardware",
-                detail=f"reader fault code 0x{detail_code:02x}",
+                method="dice",
+                dice=dice,
+                number=position_from_dice(dice),
             )
-        ]
+        if status == STATUS_MISREAD:
+            return DeviceFault(
+                device=self.device,
+                code="dice_misread",
+                detail="a die could not be read (cocked or stacked); roll again",
+            )
+        return DeviceFault(
+            device=self.device,
+            code="dice_hardware",
+            detail=f"reader fault code 0x{detail_code:02x}",
+        )

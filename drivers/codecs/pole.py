@@ -222,19 +222,28 @@ class PoleScreen:
 
     def _command(self) -> None:
         seq = self._pending
-        lead, op = seq[0], seq[1]
-        if lead == ESC:
-            if op == 0x40:  # ESC @
-                self._clear()
-                self.vertical_scroll = False
-            elif op in self._ESC_ONE_PARAM:
-                if len(seq) < 3:
-                    return
-            else:
-                self.errors += 1
-        elif op == 0x24:  # US $ x y
+        complete = self._esc_command(seq) if seq[0] == ESC else self._us_command(seq)
+        if complete:
+            self._pending.clear()
+
+    def _esc_command(self, seq: bytearray) -> bool:
+        """Applies an ESC sequence; False while it still needs its parameter byte."""
+        op = seq[1]
+        if op == 0x40:  # ESC @
+            self._clear()
+            self.vertical_scroll = False
+        elif op in self._ESC_ONE_PARAM:
+            return len(seq) >= 3
+        else:
+            self.errors += 1
+        return True
+
+    def _us_command(self, seq: bytearray) -> bool:
+        """Applies a US sequence; False while it still needs parameter bytes."""
+        op = seq[1]
+        if op == 0x24:  # US $ x y
             if len(seq) < 4:
-                return
+                return False
             x, y = seq[2], seq[3]
             if 1 <= x <= WIDTH and 1 <= y <= ROWS:
                 self.column, self.row = x - 1, y - 1
@@ -243,11 +252,10 @@ class PoleScreen:
         elif op in (0x01, 0x02, 0x03):  # US MD1 overwrite, MD2 vertical, MD3 horizontal
             self.vertical_scroll = op == 0x02
         elif op in self._US_ONE_PARAM:
-            if len(seq) < 3:
-                return
+            return len(seq) >= 3
         else:
             self.errors += 1
-        self._pending.clear()
+        return True
 
     def _single(self, byte: int) -> None:
         if 0x20 <= byte <= 0x7E or byte >= 0x80:
