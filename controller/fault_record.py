@@ -14,6 +14,7 @@ import structlog
 from controller.clock import iso
 from controller.journal import Journal, Transaction
 from controller.journal.reserve import Reserve
+from controller.table import AlarmRaised, DiskSpace, Table
 
 log = structlog.get_logger(__name__)
 
@@ -94,3 +95,60 @@ class FaultRecord:
         found = self.journal.unfinished_fault()
         self.on_file = found is not None
         return found
+
+    def resume(self, table: Table) -> None:
+        """A fault the journal recorded but never saw end (a kill or a power cut during it):
+        the table starts in it, with the deals seen meanwhile, and ends it as any fault,
+        voiding them (its alarm is among the latched ones already)."""
+        unfinished = self.unfinished()
+        if unfinished is None:
+            return
+        since, detail, deals = unfinished
+        effects = table.enter_fault(f"{detail} (before the restart)", since)
+        for effect in effects:  # its alarm was journaled when it began
+            if isinstance(effect, AlarmRaised):
+                table.latched.pop(effect.payload.alarm_id, None)
+        fault = table.fault
+        if fault is not None:
+            fault.deals.extend(deals)
+            fault.events_lost += len(deals)
+            fault.by_kind["deal_seen_in_fault"] += len(deals)
+        log.warning("journal_fault_resumed", since=iso(since), deals=len(deals))
+
+
+class DiskWatch:
+    """Alarm when the journal's filesystem runs low, long before SQLite reports it full; back
+    to normal only 10 % above the threshold, so it does not flap."""
+
+    def __init__(self, record: FaultRecord, threshold_mb: int) -> None:
+        self.record = record
+        self.threshold_mb = threshold_mb
+        self.low = False
+        self.checked: datetime | None = None
+
+    def check(self, now: datetime, interval: float) -> DiskSpace | None:
+        """At a tick, every ``interval`` seconds: the change to tell the table, or None."""
+        if self.record.journal.path == ":memory:":
+            return None
+        if self.checked is not None and (now - self.checked).total_seconds() < interval:
+            return None
+        self.checked = now
+        free_mb = self.record.free_mb()
+        if free_mb is None:
+            log.warning("disk_space_unknown", path=self.record.journal.path)
+            return None
+        threshold = self.threshold_mb
+        low = free_mb < threshold if not self.low else free_mb < threshold * 1.1
+        if low == self.low:
+            return None
+        self.low = low
+        return DiskSpace(free_mb=int(free_mb), threshold_mb=threshold, low=low)
+
+    def record_low(self, tx: Transaction, free_mb: int | None) -> None:
+        """In the fault's first record: the disk is low (``disk_space_ok`` is said when the
+        space is back)."""
+        if free_mb is not None and free_mb < self.threshold_mb and not self.low:
+            self.low = True
+            tx.record_event(
+                "disk_space", {"free_mb": free_mb, "threshold_mb": self.threshold_mb, "low": True}
+            )

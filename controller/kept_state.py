@@ -1,20 +1,26 @@
-"""What the table keeps across a restart, read at start (docs/audit.md, "Kept state"): its names
-in the journal, the latched alarms (an unreadable one stays latched as what it is), and the
-alarms a start raises on the record itself — a hash chain broken since the last verified row,
-kept state edited outside the chain."""
+"""What the table keeps across a restart (docs/audit.md, "Kept state"), in one room: its names in
+the journal, :func:`load_kept` (read once at start and given to the ``Table`` and the services
+as constructor arguments: the latched alarms — an unreadable one stays latched as what it is —
+the occupied seats, the dealer signed in, game protection's watch), the alarms a start raises on
+the record itself (a hash chain broken since the last verified row, kept state edited outside
+the chain), and the savers the recorder calls inside the transaction of the event that changed
+them. ``Transaction.remember`` chains every change as a ``state_kept`` event."""
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import structlog
 from pydantic import ValidationError
 
-from controller.journal import Journal
+from controller.journal import Journal, Transaction
 from controller.messages import AlarmPayload
+from controller.table import KeptTableState
 
 log = structlog.get_logger(__name__)
 
@@ -24,6 +30,47 @@ PROTECTION_KEY = "protection_state"
 DEALER_KEY = "dealer_signed_in"
 #: The last chained row (id, link) a start verified: the next start checks from there.
 CHAIN_VERIFIED_KEY = "chain_verified"
+
+
+@dataclass(frozen=True)
+class KeptState:
+    """Everything kept across a restart, read once at start."""
+
+    table: KeptTableState
+    #: Game protection's saved watch (controller/services/protection.py reads it), or None.
+    protection: Any = None
+
+
+def load_kept(
+    journal: Journal, clock: Callable[[], datetime], describe: Callable[[BaseException], str]
+) -> KeptState:
+    """The kept state, and the alarms the start raises on the record (latched with the rest)."""
+    seats = journal.remembered(SEATS_KEY)
+    dealer = journal.remembered(DEALER_KEY)
+    return KeptState(
+        table=KeptTableState(
+            latched=tuple(latched_at_start(journal, clock, describe)),
+            occupied=dict(seats) if isinstance(seats, dict) else {},
+            dealer_id=dealer if isinstance(dealer, str) and dealer else None,
+        ),
+        protection=journal.remembered(PROTECTION_KEY),
+    )
+
+
+def save_latched(tx: Transaction, latched: Mapping[str, AlarmPayload]) -> None:
+    tx.remember(LATCHED_KEY, [a.model_dump(mode="json") for a in latched.values()])
+
+
+def save_seats(tx: Transaction, occupied: Mapping[str, bool | None]) -> None:
+    tx.remember(SEATS_KEY, dict(occupied))
+
+
+def save_dealer(tx: Transaction, dealer_id: str | None) -> None:
+    tx.remember(DEALER_KEY, dealer_id or "")
+
+
+def save_protection(tx: Transaction, state: Mapping[str, Any]) -> None:
+    tx.remember(PROTECTION_KEY, state)
 
 
 def latched_at_start(

@@ -7,9 +7,16 @@ imports no service:
 
     EffectSource  hear every effect after it is journaled          (all services)
     CommandSink   hand a command to the table and wait for its reply (MQTT, display)
-    OutboxStore   the journal: outbox, ids and sequence numbers, history queries
-    TableView     the table's read-only state: settings, status, devices, seats, the round
+    EventSink     put an event on the table's queue (drivers; game protection's findings)
+    OutboxStore   the journal's outbox (``Outbox``: ids, seqs, pending rows, acks) and its
+                  history (``History``: rounds, stats, the file for read-only queries)
+    TableView     the table's read-only state (``TableStatus``: settings, status, devices,
+                  seats, the round), the config, topics, the clock
+    StateStore    kept state written in a transaction of its own (game protection's watch)
     Lifecycle     the daemon is stopping (a stop must never be lost inside a library)
+
+A service that keeps state in the journal is also a ``StateKeeper``: the daemon calls its
+``keep(tx, effect)`` inside the transaction that journals each effect (controller/recorder.py).
 """
 
 from __future__ import annotations
@@ -18,14 +25,16 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from controller.config import Config
-    from controller.game_protection import ProtectionMonitor
-    from controller.journal import Journal
-    from controller.messages import Command
-    from controller.table import CommandReply, Effect, Refusal, Table
+    from controller.journal import Journal, Transaction
+    from controller.journal.views import JournalView
+    from controller.messages import Command, Payload, StatusPayload
+    from controller.table import CommandReply, Effect, Refusal, TableEvent, TableSettings
 
 Listener = Callable[["Effect"], None]
 
@@ -59,10 +68,17 @@ class CommandSink(Protocol):
         ...
 
 
+class EventSink(Protocol):
+    def put_nowait(self, event: TableEvent) -> None:
+        """Queue an event for the table (it is journaled and handled in order)."""
+        ...
+
+
 class OutboxStore(Protocol):
     @property
-    def journal(self) -> Journal:
-        """The table's journal: the outbox to drain, message ids and seqs, round history."""
+    def journal(self) -> JournalView:
+        """The table's journal as a service sees it: the ``Outbox`` the publisher drains and the
+        ``History`` the pages read (controller/journal/views.py), never its write API."""
         ...
 
     @property
@@ -71,18 +87,38 @@ class OutboxStore(Protocol):
         ...
 
 
+class TableStatus(Protocol):
+    """The table's state as a service may read it (never change it)."""
+
+    @property
+    def settings(self) -> TableSettings: ...
+
+    def status(self) -> StatusPayload: ...
+
+    @property
+    def devices(self) -> Mapping[str, bool]: ...
+
+    @property
+    def occupied(self) -> Mapping[str, bool | None]: ...
+
+    @property
+    def round(self) -> Any:
+        """The current round (``round_id``, ``closed``), or None."""
+        ...
+
+    @property
+    def fault(self) -> Any:
+        """The journal fault the table is in, or None."""
+        ...
+
+
 class TableView(Protocol):
     @property
     def config(self) -> Config: ...
 
     @property
-    def table(self) -> Table:
+    def table(self) -> TableStatus:
         """Read only: settings, ``status()``, devices, occupied seats, the current round."""
-        ...
-
-    @property
-    def protection(self) -> ProtectionMonitor | None:
-        """Read only: game protection's watch (its ``panel()``), None when it is off."""
         ...
 
     @property
@@ -93,6 +129,37 @@ class TableView(Protocol):
     def topic(self, name: str) -> str: ...
 
     def clock(self) -> datetime: ...
+
+
+class StateStore(Protocol):
+    def save_state(self, save: Callable[[Transaction], None]) -> None:
+        """Run ``save`` in a transaction of its own (not waiting for the disk); a failure is
+        logged: the next journaled event finds the journal's fault."""
+        ...
+
+
+class EventRecorder(Protocol):
+    def record_own(self, kind: str, payload: Payload) -> int | None:
+        """Journal a service's own event (``kind``) with its message, durably, in a transaction
+        of its own: the event's row, or None if the journal refused (logged; the next event
+        finds the journal's fault)."""
+        ...
+
+
+@runtime_checkable
+class StateKeeper(Protocol):
+    """A service that keeps state in the journal, saved with the effect that changed it."""
+
+    def keep(self, tx: Transaction, effect: Effect) -> None:
+        """Called inside the transaction that journals ``effect``."""
+        ...
+
+
+class PanelSource(Protocol):
+    def panel(self, name: str) -> dict[str, Any] | None:
+        """The supervisor panel of the service ``name`` (e.g. ``protection``), None if it does
+        not run."""
+        ...
 
 
 class Lifecycle(Protocol):
@@ -106,12 +173,28 @@ class PublisherHost(EffectSource, CommandSink, OutboxStore, TableView, Lifecycle
     """What the MQTT publisher uses."""
 
 
-class DisplayHost(EffectSource, CommandSink, OutboxStore, TableView, Protocol):
+class DisplayHost(EffectSource, CommandSink, OutboxStore, TableView, PanelSource, Protocol):
     """What the display server uses."""
 
 
-class Host(EffectSource, CommandSink, OutboxStore, TableView, Lifecycle, Protocol):
+class Host(
+    EffectSource,
+    CommandSink,
+    EventSink,
+    OutboxStore,
+    TableView,
+    StateStore,
+    EventRecorder,
+    PanelSource,
+    Lifecycle,
+    Protocol,
+):
     """Every port: what the daemon hands each service it runs."""
+
+    @property
+    def journal(self) -> Journal:
+        """The journal itself: the daemon's (retention, which archives, needs its write API)."""
+        ...
 
 
 class Service(Protocol):

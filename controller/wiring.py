@@ -17,17 +17,22 @@ from pathlib import Path
 
 import structlog
 
-from controller.config import EXIT_CONFIG_ERROR, Config, ConfigError
-from controller.config.check import load_checked
-from controller.daemon import Daemon
+from controller import __version__
+from controller.clock import utc_now
+from controller.config import EXIT_CONFIG_ERROR, Config, ConfigError, ConfigIssue
+from controller.config_check import load_checked
+from controller.daemon import Daemon, describe_failure
 from controller.devices import build_devices
+from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
 from controller.journal import Journal, JournalError
 from controller.journal.maintenance import check_journal
 from controller.journal.reserve import Reserve
+from controller.kept_state import KeptState, load_kept
 from controller.logging import bind_table, configure_logging
 from controller.ports import Service
-from controller.services import PoleService
+from controller.services.pole import PoleService
 from controller.software import SoftwareCheck, check_software
+from controller.table import Table, TableSettings
 from drivers.base import Device, DisplaySink
 
 log = structlog.get_logger(__name__)
@@ -99,10 +104,79 @@ def default_services(config: Config, sinks: Sequence[DisplaySink]) -> list[Servi
 
         services.append(DisplayService())
     if config.journal.retention_days > 0 and str(config.journal.path) != ":memory:":
-        from controller.journal.retention import RetentionService
+        from controller.services.retention import RetentionService
 
         services.append(RetentionService())
     return services
+
+
+def feature_services(config: Config, kept: KeptState) -> list[Service]:
+    """The services that keep state in the journal or need the start's kept state: signed
+    checkpoints, game protection, the clock's watch."""
+    services: list[Service] = []
+    key_file = config.mqtt.checkpoint_key_file
+    if key_file is not None and config.mqtt.enabled:
+        from controller.journal.checkpoints import read_hex_key
+        from controller.services.checkpoints import CheckpointService
+
+        try:
+            key = read_hex_key(key_file)
+        except (OSError, ValueError) as exc:
+            # A file the check read was changed before the start read it: the same refusal.
+            issue = ConfigIssue(str(key_file), "mqtt.checkpoint_key_file", str(exc))
+            raise ConfigError([issue]) from None
+        services.append(
+            CheckpointService(key, key_file.name, interval=config.mqtt.checkpoint_interval)
+        )
+    if config.protection.enabled:
+        from controller.services.protection import ProtectionService
+
+        services.append(ProtectionService(config.protection, kept.protection))
+    if config.table.time_sync:
+        from controller.services.clock import ClockSyncService
+
+        services.append(ClockSyncService())
+    return services
+
+
+def table_settings(config: Config) -> TableSettings:
+    p = config.paytables
+    limits = config.limits
+    return TableSettings(
+        table_id=config.table.id,
+        seats=dict(config.table.seats),
+        rules=config.rules.to_rules(),
+        chan_chu=chan_chu_paytable(p.chan_chu),
+        jacks_beat=jacks_beat_paytable(p.jacks_beat),
+        envy=envy_paytable(p.chan_chu) if p.envy else None,
+        refusals_before_alarm=limits.refusals_before_alarm,
+        corrections_per_round=limits.corrections_per_round,
+        corrections_per_hour=limits.corrections_per_hour,
+    )
+
+
+def build_table(
+    config: Config,
+    journal: Journal,
+    kept: KeptState,
+    *,
+    config_digest: str = "",
+    software: SoftwareCheck | None = None,
+) -> Table:
+    """The table, with what it kept across a restart (never written into it afterwards)."""
+    return Table(
+        table_settings(config),
+        new_round_id=journal.new_round_id,
+        clock=utc_now,
+        next_round_seq=journal.next_round_seq(),
+        software_version=__version__,
+        config_digest=config_digest,
+        recent_deals=journal.recent_deals(),
+        software_digest=software.digest if software else "",
+        software_verified=software.verified if software else None,
+        new_alarm_id=lambda: f"alarm-{journal.new_round_id()}",
+        kept=kept.table,
+    )
 
 
 def build_daemon(
@@ -114,18 +188,16 @@ def build_daemon(
     config_digest: str = "",
     software: SoftwareCheck | None = None,
 ) -> Daemon:
-    """A daemon for ``config`` that runs ``devices`` and ``services``."""
-    daemon = Daemon(
+    """A daemon for ``config`` that runs ``devices``, ``services`` and the feature services."""
+    kept = load_kept(journal, utc_now, describe_failure)
+    table = build_table(config, journal, kept, config_digest=config_digest, software=software)
+    return Daemon(
         config,
         journal,
+        table,
         devices=list(devices),
-        services=list(services),
-        config_digest=config_digest,
-        software=software,
+        services=[*services, *feature_services(config, kept)],
     )
-    limits = config.limits
-    daemon.table.limit_corrections(limits.corrections_per_round, limits.corrections_per_hour)
-    return daemon
 
 
 def config_digest(path: str | Path) -> str:
@@ -133,29 +205,9 @@ def config_digest(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
-async def run_from_config(
-    path: str, *, extra_services: Callable[[Config], Iterable[Service]] | None = None
-) -> int:
-    """`paigow-table run --config FILE`: 0 after a clean stop, 78 on a config error."""
-    try:
-        config, warnings = load_checked(path)
-    except ConfigError as exc:
-        for issue in exc.errors:
-            print(issue, file=sys.stderr, flush=True)
-        return EXIT_CONFIG_ERROR
-    # Before anything that logs (the drivers): every line of `run` follows [logging].
-    configure_logging(config.logging.level, config.logging.format)
-    bind_table(config.table.id)
-    for warning in warnings:
-        log.warning("config_warning", file=warning.file, key=warning.key, detail=warning.message)
-    software = check_software()
-    if not software.ok:
-        print(software.summary(), file=sys.stderr, flush=True)
-        return EXIT_SOFTWARE_CHANGED
-    if software.editable:
-        log.warning("software_unverified", detail=software.summary())
-    devices, sinks = build_devices(config, path)
-    journal_path = str(config.journal.path)
+def _journal_refusal_at_start(config: Config, journal_path: str) -> int | None:
+    """A full disk (after the reserve is released) or a damaged journal: the exit status, with
+    one plain line on stderr; None when the journal can be opened."""
     free = _free_bytes(journal_path)
     if free is not None and free < START_MIN_FREE:
         # A full disk at start: the space kept for this records it (docs/faults.md).
@@ -175,23 +227,77 @@ async def run_from_config(
     if not checked.ok and not checked.missing:
         print(checked.summary(), file=sys.stderr, flush=True)
         return EXIT_JOURNAL_UNWRITABLE if checked.unreadable else EXIT_JOURNAL_DAMAGED
-    journal: Journal | None = None
+    return None
+
+
+def _open_journal(config: Config, journal_path: str) -> Journal:
+    """The journal, written once now (not at the first deal: a journal that cannot take a write
+    stops the start with status 73 instead of starting only to tilt), and the space kept to
+    record the next full disk, while the disk has room for it."""
     try:
-        try:
-            journal = Journal.open(
-                config.journal.path, config.table.id, synchronous=config.journal.synchronous
-            )
-        except OSError as exc:  # its directory cannot be made
-            raise sqlite3.OperationalError(str(exc)) from exc
-        # A write now, not at the first deal: a journal that cannot take one stops the start
-        # (status 73) instead of starting only to tilt and be restarted by the watchdog.
+        journal = Journal.open(
+            config.journal.path, config.table.id, synchronous=config.journal.synchronous
+        )
+    except OSError as exc:  # its directory cannot be made
+        raise sqlite3.OperationalError(str(exc)) from exc
+    try:
         with journal.transaction() as tx:
             tx.remember("started_at", tx.now)
-        # The space to record the next full disk, while the disk has room for it.
-        reserve = Reserve(config.journal.reserve_path, config.journal.reserve_mb * 2**20)
-        room = _free_bytes(journal_path)
-        if room is not None and room - max(0, reserve.size - reserve.held) >= START_MIN_FREE:
-            reserve.ensure()
+    except BaseException:
+        journal.close()
+        raise
+    reserve = Reserve(config.journal.reserve_path, config.journal.reserve_mb * 2**20)
+    room = _free_bytes(journal_path)
+    if room is not None and room - max(0, reserve.size - reserve.held) >= START_MIN_FREE:
+        reserve.ensure()
+    return journal
+
+
+def _configured(path: str) -> Config | None:
+    """The config (None after printing its errors), with logging set up by its [logging]
+    before anything logs (the drivers) and its warnings logged."""
+    try:
+        config, warnings = load_checked(path)
+    except ConfigError as exc:
+        for issue in exc.errors:
+            print(issue, file=sys.stderr, flush=True)
+        return None
+    configure_logging(config.logging.level, config.logging.format)
+    bind_table(config.table.id)
+    for warning in warnings:
+        log.warning("config_warning", file=warning.file, key=warning.key, detail=warning.message)
+    return config
+
+
+def _software_ok(software: SoftwareCheck) -> bool:
+    """False (said on stderr) when an installed file differs from the package; a development
+    install (editable) runs, with a warning."""
+    if not software.ok:
+        print(software.summary(), file=sys.stderr, flush=True)
+        return False
+    if software.editable:
+        log.warning("software_unverified", detail=software.summary())
+    return True
+
+
+async def run_from_config(
+    path: str, *, extra_services: Callable[[Config], Iterable[Service]] | None = None
+) -> int:
+    """`paigow-table run --config FILE`: 0 after a clean stop, 78 on a config error."""
+    config = _configured(path)
+    if config is None:
+        return EXIT_CONFIG_ERROR
+    software = check_software()
+    if not _software_ok(software):
+        return EXIT_SOFTWARE_CHANGED
+    devices, sinks = build_devices(config, path)
+    journal_path = str(config.journal.path)
+    refusal = _journal_refusal_at_start(config, journal_path)
+    if refusal is not None:
+        return refusal
+    journal: Journal | None = None
+    try:
+        journal = _open_journal(config, journal_path)
         services = [
             *default_services(config, sinks),
             *(extra_services(config) if extra_services else ()),

@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from controller.daemon import Daemon
 from controller.devices import build_devices
@@ -39,6 +40,16 @@ class RunningTable:
     workdir: Path
     closed: asyncio.Queue[RoundPayload] = field(default_factory=asyncio.Queue)
     effects: list[Effect] = field(default_factory=list)
+
+    def service(self, name: str) -> Any:
+        """The running service ``name`` (its own type: tests look inside)."""
+        return next((s for s in self.daemon.services if s.name == name), None)
+
+    @property
+    def protection(self) -> Any:
+        """Game protection's monitor, or None when the watch is off."""
+        service = self.service("protection")
+        return service.monitor if service is not None else None
 
     async def deal(
         self,

@@ -108,3 +108,95 @@ def test_only_the_wiring_module_knows_the_daemon() -> None:
     graph = _graph()
     knows = sorted(name for name, targets in graph.items() if "controller.daemon" in targets)
     assert knows == ["controller.wiring"]
+
+
+# --- the layer rules (docs/architecture.md, "Who knows whom") -----------------------------------
+
+
+def _reaches(graph: dict[str, set[str]], module: str, forbidden: tuple[str, ...]) -> list[str]:
+    """The forbidden modules ``module`` (a module or a package) imports directly."""
+    found: set[str] = set()
+    for name, targets in graph.items():
+        if name == module or name.startswith(module + "."):
+            found |= {t for t in targets if any(t == f or t.startswith(f + ".") for f in forbidden)}
+    return sorted(found)
+
+
+def _stdlib_imports(package: str) -> set[str]:
+    """The top-level names every module of ``package`` imports (stdlib and third party)."""
+    names: set[str] = set()
+    for path in (ROOT / package.replace(".", "/")).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+FEATURES = (
+    "controller.services",
+    "controller.mqtt",
+    "controller.display",
+    "controller.protection",
+)
+IO = {"asyncio", "sqlite3", "socket", "serial", "usb", "aiohttp", "aiomqtt", "subprocess"}
+
+
+def test_the_journal_knows_neither_the_table_nor_the_ports() -> None:
+    forbidden = ("controller.table", "controller.ports", "controller.game", "controller.daemon")
+    assert _reaches(_graph(), "controller.journal", forbidden) == []
+
+
+def test_the_config_imports_no_driver() -> None:
+    forbidden = ("drivers", "controller.devices", "simulators")
+    assert _reaches(_graph(), "controller.config", forbidden) == []
+
+
+def test_the_daemon_imports_no_feature_service() -> None:
+    assert _reaches(_graph(), "controller.daemon", FEATURES) == []
+    assert _reaches(_graph(), "controller.recorder", FEATURES) == []
+
+
+def test_only_the_wiring_names_the_feature_services() -> None:
+    graph = _graph()
+    users = sorted(
+        name
+        for name, targets in graph.items()
+        if not name.startswith("controller.services")
+        and any(t.startswith("controller.services.") for t in targets)
+    )
+    assert users == ["controller.wiring"]
+
+
+#: What the pure packages may import of the project: the rules import only themselves; the
+#: statistics the rules, the exact analysis and the message models they read a round from.
+PURE = {
+    "controller.game": ("controller.game",),
+    "controller.protection": (
+        "controller.protection",
+        "controller.game",
+        "controller.analysis",
+        "controller.messages",
+    ),
+}
+
+
+def test_the_rules_and_the_statistics_stay_pure() -> None:
+    graph = _graph()
+    for package, allowed in PURE.items():
+        reached = _reaches(graph, package, ("controller", "drivers", "simulators"))
+        outside = [t for t in reached if not any(t == a or t.startswith(a + ".") for a in allowed)]
+        assert outside == [], package
+        assert _stdlib_imports(package) & IO == set(), package
+
+
+def test_the_layer_rules_fail_when_broken() -> None:
+    graph = {
+        "controller.journal.store": {"controller.table.machine"},
+        "controller.table.machine": set(),
+    }
+    assert _reaches(graph, "controller.journal", ("controller.table",)) == [
+        "controller.table.machine"
+    ]
+    assert _reaches(graph, "controller.table", ("controller.journal",)) == []

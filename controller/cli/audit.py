@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from controller.journal.audit import verify_journal
+    from controller.audit import verify_journal
 
     report = verify_journal(args.journal)
     for finding in report.findings:
@@ -137,15 +137,11 @@ def cmd_software(args: argparse.Namespace) -> int:
 
 def cmd_badge_pin(args: argparse.Namespace) -> int:
     """``dealer-pin`` and ``supervisor-pin``: a badges file line, the PIN read from stdin."""
-    from controller.display.dealers import (
-        BADGE,
-        MIN_PIN_DIGITS,
-        MIN_SUPERVISOR_PIN_DIGITS,
-        hash_pin,
-    )
+    from controller.credentials import BADGE, DEALER_PIN_DIGITS, SUPERVISOR_PIN_DIGITS
+    from controller.display.dealers import hash_pin
 
     name = args.command
-    digits = MIN_SUPERVISOR_PIN_DIGITS if name == "supervisor-pin" else MIN_PIN_DIGITS
+    digits = SUPERVISOR_PIN_DIGITS if name == "supervisor-pin" else DEALER_PIN_DIGITS
     if not BADGE.match(args.badge):
         print(f"{name}: a badge is 1–32 letters, digits, '.', '_' or '-'", file=sys.stderr)
         return 2

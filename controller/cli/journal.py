@@ -84,10 +84,11 @@ def cmd_verify_archive(args: argparse.Namespace) -> int:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
+    from controller.audit import RulesReplay
     from controller.journal.maintenance import backup_journal
 
     try:
-        report = backup_journal(args.journal, args.to, keep=args.keep)
+        report = backup_journal(args.journal, args.to, keep=args.keep, replay=RulesReplay())
     except (OSError, sqlite3.Error) as exc:
         print(f"journal backup: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -17,7 +17,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    from controller.config.check import check_config_main
+    from controller.config_check import check_config_main
 
     return check_config_main(args.file)
 

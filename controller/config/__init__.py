@@ -3,8 +3,9 @@
 Every model forbids unknown keys and validates strictly (TOML has real types, so ``port = "1883"``
 is an error, not a silent conversion). ``load_config`` turns every problem into a
 :class:`ConfigIssue` naming the file, the dotted key and what was expected; the daemon refuses to
-start on any of them (docs/architecture.md "Conventions"). ``controller.config.check`` is the one
-check `check-config` and `run` share (with the drivers and the warnings).
+start on any of them (docs/architecture.md "Conventions"). ``controller.config_check``, above the
+config and the drivers, is the one check `check-config` and `run` share (with the drivers and
+the warnings).
 
 Paths in the file are relative to the file's directory. When a file is loaded with
 ``load_config`` the files it references (password, token, PIN, TLS files) must exist and be
@@ -18,8 +19,8 @@ reads it with and refuses a secret others may read (``files.py``).
     load.py     parse_config, load_config: TOML in, models or every issue out
     summary.py  a config in a few lines for a person
     files.py    every file the config names: read by its run-time reader, its mode checked
-    check.py    check_config: errors (drivers, files included) and warnings, for check-config
-                and run
+    (controller/config_check.py: check_config, the errors (drivers, files included) and warnings,
+    for check-config and run; the config layer itself imports no driver)
 """
 
 from controller.config.issues import (

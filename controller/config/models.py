@@ -43,7 +43,6 @@ from controller.config.fields import (
 )
 from controller.config.issues import ConfigError, ConfigIssue, KeyedValueError, choices
 from controller.game.setting import Rules, WheelRank
-from drivers.base import Backoff
 
 
 class _Model(BaseModel):
@@ -266,9 +265,6 @@ class ReconnectConfig(_Model):
         if self.cap < self.initial:
             raise KeyedValueError("cap", f"expected cap ≥ initial ({self.initial}), got {self.cap}")
         return self
-
-    def to_backoff(self) -> Backoff:
-        return Backoff(initial=self.initial, cap=self.cap)
 
 
 class MqttConfig(_Model):

@@ -14,23 +14,27 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controller.credentials import BADGE, LOCKOUT_MAX_S, LOCKOUT_S, TRIES
+from controller.credentials import DEALER_PIN_DIGITS as MIN_PIN_DIGITS
+from controller.credentials import PBKDF2_ITERATIONS as ITERATIONS
+from controller.credentials import SUPERVISOR_PIN_DIGITS as MIN_SUPERVISOR_PIN_DIGITS
 from controller.display.access import Decision
 
-ITERATIONS = 100_000
-TRIES = 5
-LOCKOUT_S = 60.0
-LOCKOUT_MAX_S = 3600.0
-BADGE = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
-MIN_PIN_DIGITS = 4
-#: A supervisor's PIN is as long as the shared void PIN it replaces must be.
-MIN_SUPERVISOR_PIN_DIGITS = 6
+__all__ = [
+    "BADGE",
+    "ITERATIONS",
+    "LOCKOUT_MAX_S",
+    "LOCKOUT_S",
+    "MIN_PIN_DIGITS",
+    "MIN_SUPERVISOR_PIN_DIGITS",
+    "TRIES",
+]
 
 
 def hash_pin(pin: str, *, salt: bytes | None = None, iterations: int = ITERATIONS) -> str:

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Final, TextIO
 
 from controller.config.fields import read_secret
+from controller.credentials import TOKEN_CHARS
 
 #: The kiosk's session cookie (HttpOnly, SameSite=Strict, no expiry: it ends with the browser).
 KIOSK_COOKIE: Final = "paigow_kiosk"
@@ -50,7 +51,7 @@ TICKET_S: Final = 60.0
 #: Tickets outstanding at most (a new one beyond that drops the oldest).
 MAX_TICKETS: Final = 16
 #: Characters a kiosk token must have (``openssl rand -hex 32`` makes 64).
-MIN_TOKEN_CHARS: Final = 32
+MIN_TOKEN_CHARS: Final = TOKEN_CHARS
 #: The name of the systemd credential the launcher reads by default (``LoadCredential=``).
 CREDENTIAL_NAME: Final = "kiosk-token"
 #: What the browser is given before the start page, when the launcher is given nothing else.

@@ -4,7 +4,7 @@ Plain aiohttp, plain files (controller/display/static/: HTML, CSS, JS; no build 
 Every page and JSON endpoint passes :class:`~controller.display.access.AccessPolicy`; every
 request that changes anything must be JSON from the page's own origin, and its body must match
 its endpoint's strict model (controller/display/bodies.py) or it is a 400. Dealer input goes to
-the table as the same commands MQTT sends (``daemon.submit``), so the journal records it like
+the table as the same commands MQTT sends (``host.submit``), so the journal records it like
 any other command. docs/display.md lists the endpoints and what is refused.
 """
 
@@ -37,7 +37,8 @@ from controller.display.stats import side_wagers, two_jacks
 from controller.display.supervisors import PinGuard, SupervisorGate
 from controller.game.cards import CardError, parse_cards
 from controller.game.setting import Setting
-from controller.journal import Journal, RoundRecord, history
+from controller.journal import RoundRecord, history
+from controller.journal.views import JournalView
 from controller.messages import (
     AcknowledgeAlarm,
     Command,
@@ -80,7 +81,7 @@ class DisplayContext:
     """What the handlers need: the daemon, the live state, the access policy, the supervisors'
     credentials (or the shared void PIN) and the dealers'."""
 
-    daemon: DisplayHost
+    host: DisplayHost
     state: LiveState
     policy: AccessPolicy
     supervisors: SupervisorGate
@@ -95,8 +96,8 @@ class DisplayContext:
     local_peer: Callable[[str | None], bool] = is_loopback_address
 
     @property
-    def journal(self) -> Journal:
-        return self.daemon.journal
+    def journal(self) -> JournalView:
+        return self.host.journal
 
     @property
     def pins(self) -> PinGuard:
@@ -124,7 +125,7 @@ class DisplayContext:
         """Journal a refusal (a wrong PIN, a locked-out source); the table alarms after N."""
         remote = request.remote or ""
         log.warning(f"{command}_refused", remote=remote, reason=decision.reason)
-        self.daemon.refused(
+        self.host.refused(
             Refusal(self.channel(remote), remote, command, decision.code, decision.reason)
         )
 
@@ -262,24 +263,39 @@ async def _access(
         return await handler(request)
     if "token" in request.query:
         return _token_in_url(request)
-    if request.path in SESSION_PATHS:
-        decision = policy.can_log_in(request)
-    elif request.path in ACTIONS or request.method not in READS:
-        decision = policy.can_act(request)
-    else:
-        decision = policy.can_view(request)
+    decision = _decide(request, policy)
     if not decision.allowed:
-        log.warning(
-            "display_refused",
-            remote=request.remote,
-            path=request.path,
-            status=decision.status,
-            reason=decision.reason,
-        )
-        page = request.path in PAGES and "text/html" in request.headers.get("Accept", "")
-        return _refuse(decision, login_page=page)
+        return _refused(request, decision)
     if request.method not in READS and request.content_type != "application/json":
         return _error(415, "a request that changes anything must be application/json")
+    return await _handle(request, handler)
+
+
+def _decide(request: web.Request, policy: AccessPolicy) -> Decision:
+    """The rule the request passes: logging in, acting (anything that changes), or viewing."""
+    if request.path in SESSION_PATHS:
+        return policy.can_log_in(request)
+    if request.path in ACTIONS or request.method not in READS:
+        return policy.can_act(request)
+    return policy.can_view(request)
+
+
+def _refused(request: web.Request, decision: Decision) -> web.Response:
+    """A refused request, logged: a page asked for by a browser gets the login page."""
+    log.warning(
+        "display_refused",
+        remote=request.remote,
+        path=request.path,
+        status=decision.status,
+        reason=decision.reason,
+    )
+    page = request.path in PAGES and "text/html" in request.headers.get("Accept", "")
+    return _refuse(decision, login_page=page)
+
+
+async def _handle(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The handler's response; a bad body is a 400, an API's client error a JSON one, and an
+    unforeseen failure a JSON 500 with no detail (the detail goes to the log)."""
     try:
         return await handler(request)
     except BodyError as exc:
@@ -401,7 +417,7 @@ async def api_round(request: web.Request) -> web.StreamResponse:
 async def api_rounds_per_hour(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
     hours = _int_arg(request, "hours", 24, 1, 24 * 14)
-    data = await asyncio.to_thread(history.rounds_per_hour, ctx.journal, hours, ctx.daemon.clock())
+    data = await asyncio.to_thread(history.rounds_per_hour, ctx.journal, hours, ctx.host.clock())
     return web.json_response({"hours": data})
 
 
@@ -435,7 +451,7 @@ async def api_overview(request: web.Request) -> web.StreamResponse:
             "live_clients": ctx.state.clients,
             "limits": {
                 "connections": ctx.guard.connections if ctx.guard is not None else 0,
-                "max_connections": ctx.daemon.config.display.max_connections,
+                "max_connections": ctx.host.config.display.max_connections,
                 "streams": ctx.streams.streams,
                 "max_streams": ctx.streams.max_streams,
                 **ctx.tally.counts,
@@ -451,7 +467,7 @@ async def _submit(ctx: DisplayContext, command: Command, request: web.Request) -
     remote = request.remote or ""
     origin = Origin(ctx.channel(remote), remote)
     try:
-        reply = await ctx.daemon.submit(command, origin=origin)
+        reply = await ctx.host.submit(command, origin=origin)
     except TimeoutError:
         return _error(504, "the table did not answer in time")
     body = {"ok": reply.ok, "error": reply.error, "data": reply.data}
@@ -536,7 +552,7 @@ async def api_player_preview(request: web.Request) -> web.StreamResponse:
     seat = next((s for s in p.seats if s.seat == body.seat), None)
     if seat is None:
         return _error(404, f"seat {body.seat} has no hand this round")
-    rules = ctx.daemon.table.settings.rules
+    rules = ctx.host.table.settings.rules
     try:
         front_texts = body.front
         dealer_cards = parse_cards(p.dealer.cards)
@@ -620,8 +636,8 @@ async def api_recall(request: web.Request) -> web.StreamResponse:
 
 async def api_protection(request: web.Request) -> web.StreamResponse:
     """Game protection's panel: each test's state, chart and observed vs exact frequencies."""
-    monitor = _ctx(request).daemon.protection
-    return web.json_response(monitor.panel() if monitor is not None else {"enabled": False})
+    panel = _ctx(request).host.panel("protection")
+    return web.json_response(panel if panel is not None else {"enabled": False})
 
 
 async def api_acknowledge(request: web.Request) -> web.StreamResponse:
@@ -844,9 +860,9 @@ def build_app(ctx: DisplayContext) -> web.Application:
     return app
 
 
-def _table_info(daemon: DisplayHost) -> dict[str, Any]:
-    t = daemon.config.table
-    s = daemon.table.settings
+def _table_info(host: DisplayHost) -> dict[str, Any]:
+    t = host.config.table
+    s = host.table.settings
     return {
         "id": t.id,
         "name": t.name or t.id,
@@ -865,7 +881,7 @@ def _secret(read: Callable[[], str | None], what: str) -> str | None:
 
 
 class DisplayService:
-    """The daemon service that serves the pages (``daemon.config.display``; ``host``/``port``
+    """The daemon service that serves the pages (``host.config.display``; ``host``/``port``
     given here override it, e.g. port 0 for a free port in tests). ``started`` is set once it
     listens; ``port`` is then the port it got. A port it cannot bind is retried, never fatal:
     the table goes on dealing without its monitor."""
@@ -916,28 +932,28 @@ class DisplayService:
                 log.error("kiosk_token_unreadable", errors=[str(e) for e in errors])
         return KioskKey()
 
-    async def _context(self, daemon: DisplayHost) -> DisplayContext:
-        cfg = daemon.config.display
+    async def _context(self, host: DisplayHost) -> DisplayContext:
+        cfg = host.config.display
         policy = AccessPolicy(
             token=_secret(cfg.read_supervisor_token, "supervisor_token_file"),
             configured_host=self.host or cfg.host,
             remote_dealer_input=self.remote_dealer_input or cfg.remote_dealer_input,
             kiosk=self._kiosk_key(cfg.kiosk_token_file),
         )
-        last = await asyncio.to_thread(history.last_round, daemon.journal)
+        last = await asyncio.to_thread(history.last_round, host.journal)
         # From here to subscribe nothing awaits: no effect can fall between snapshot and listener.
-        table = daemon.table
+        table = host.table
         state = LiveState(
-            table=_table_info(daemon),
+            table=_table_info(host),
             status=table.status().model_dump(mode="json"),
             devices={name: {"online": up, "detail": ""} for name, up in table.devices.items()},
             occupied=dict(table.occupied),
-            clock=daemon.clock,
+            clock=host.clock,
         )
         current = table.round
         if last is not None and (current is None or current.round_id == last[0].round_id):
             state.load_round(*last)
-        daemon.subscribe(state.on_effect)
+        host.subscribe(state.on_effect)
         tally = Tally()
         pins = PinGuard(_secret(cfg.read_void_pin, "void_pin_file"))
         supervisors = SupervisorGate(pins, configured=cfg.supervisors_file is not None)
@@ -958,7 +974,7 @@ class DisplayService:
             except (OSError, ValueError) as exc:
                 log.error("dealers_file_unreadable", error=str(exc))
         return DisplayContext(
-            daemon,
+            host,
             state,
             policy,
             supervisors,
@@ -968,16 +984,16 @@ class DisplayService:
             local_peer=self.local_peer,
         )
 
-    async def run(self, daemon: DisplayHost) -> None:
+    async def run(self, host: DisplayHost) -> None:
         """Serve until cancelled. A failure here (a port in use, a journal it cannot read) is
         logged and retried: the display must never take the table down with it."""
-        cfg = daemon.config.display
+        cfg = host.config.display
         self.host = self.host or cfg.host
         port = cfg.port if self.port is None else self.port
         while True:
             try:
                 if self.context is None:
-                    self.context = await self._context(daemon)
+                    self.context = await self._context(host)
                 await self._serve(self.context, self.host, port)
             except OSError as exc:
                 log.error("display_bind_failed", host=self.host, port=port, error=str(exc))
@@ -986,7 +1002,7 @@ class DisplayService:
             await asyncio.sleep(self.retry_s)
 
     async def _serve(self, ctx: DisplayContext, host: str, port: int) -> None:
-        cfg = ctx.daemon.config.display
+        cfg = ctx.host.config.display
         _redact_aiohttp_logs()
         runner = web.AppRunner(
             build_app(ctx),

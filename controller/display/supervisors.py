@@ -23,10 +23,11 @@ import hmac
 from dataclasses import dataclass, field
 from typing import Literal
 
+from controller.credentials import SUPERVISOR_PIN_DIGITS, pin_problem
 from controller.display.access import Decision
 from controller.display.dealers import BadgeBook, Lockouts
 
-PIN_MIN_DIGITS = 6
+PIN_MIN_DIGITS = SUPERVISOR_PIN_DIGITS
 
 Mode = Literal["badge", "shared_pin"]
 
@@ -51,7 +52,7 @@ class PinGuard:
         """Why voiding from the display is off, or None."""
         if self.pin is None:
             return "voiding from the display is disabled: no void PIN is configured"
-        if len(self.pin) < PIN_MIN_DIGITS or not self.pin.isdigit():
+        if pin_problem(self.pin, PIN_MIN_DIGITS) is not None:
             return (
                 f"voiding from the display is disabled: the void PIN must be at least "
                 f"{PIN_MIN_DIGITS} digits"

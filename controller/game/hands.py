@@ -142,6 +142,15 @@ def evaluate(cards: Sequence[int], wheel_high: bool = True) -> int:
     # From here on the joker is an Ace (docs/rules.md §2), except for completing a flush or
     # straight.
     counts[ACE] += joker
+    straight = (suits[0] | suits[1] | suits[2] | suits[3]) | jbit
+    return _by_groups(counts, flush_suit_mask, joker, table, straight)
+
+
+def _by_groups(
+    counts: list[int], flush_suit_mask: int, joker: int, table: Sequence[int], straight: int
+) -> int:
+    """The key of a hand without a straight flush, from its rank counts (the joker counted as
+    an Ace), its flush suit's ranks (-1: none) and its ranks for a straight."""
     quad = trip = trip2 = pair1 = pair2 = pair3 = 0
     singles: list[int] = []
     for r in range(ACE, 1, -1):
@@ -176,7 +185,7 @@ def evaluate(cards: Sequence[int], wheel_high: bool = True) -> int:
         return (Category.FULL_HOUSE << _CAT_SHIFT) | (trip << 16) | (max(trip2, pair1) << 12)
     if flush_suit_mask >= 0:
         return _flush_key(flush_suit_mask, joker)
-    st = table[(suits[0] | suits[1] | suits[2] | suits[3]) | jbit]
+    st = table[straight]
     if st:
         return (Category.STRAIGHT << _CAT_SHIFT) | (st << 16)
     if trip:

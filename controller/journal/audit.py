@@ -18,15 +18,11 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from controller.game.deal import DEAD_CODES, MISDEAL_CODES
 from controller.journal.checkpoints import sign_checkpoint
 from controller.journal.store import KEPT_STATE, chain_link, open_read_only, seal_of
 from controller.words import words
-
-if TYPE_CHECKING:
-    from controller.table import Table, TableSettings
 
 BATCH = 5_000
 
@@ -229,8 +225,24 @@ def verify_chain_since(
     return walk.head, report.findings
 
 
-def verify_journal(path: str | os.PathLike[str]) -> AuditReport:
-    """Check the hash chain of every event and every closed round against its seal."""
+class Replay(Protocol):
+    """Deals a round again from its journaled device events (``controller/audit``: the rules
+    engine, which the journal does not import)."""
+
+    def applies(self, recorded: dict[str, Any]) -> bool:
+        """Whether the round was decided by its cards and draw alone (so it can be re-dealt)."""
+        ...
+
+    def differs(self, recorded: dict[str, Any], events: list[tuple[str, dict[str, Any]]]) -> str:
+        """ "" when the round dealt again agrees with ``recorded``, else the first field that
+        differs."""
+        ...
+
+
+def verify_journal(path: str | os.PathLike[str], replay: Replay | None = None) -> AuditReport:
+    """Check the hash chain of every event and every closed round against its seal; with
+    ``replay`` (``controller.audit.verify_journal`` gives the rules engine's), deal every round
+    decided by its cards alone again and compare."""
     report = AuditReport(os.fspath(path))
     with contextlib.closing(_open(path)) as conn:
         columns = {c[1] for c in conn.execute("PRAGMA table_info(events)")}
@@ -254,7 +266,8 @@ def verify_journal(path: str | os.PathLike[str]) -> AuditReport:
         ):
             report.rounds += 1
             if status != "open":
-                _check_closed_round(conn, report, walk.seals, round_id, seq, status, reason, result)
+                sealed = (round_id, seq, status, reason, result)
+                _check_closed_round(conn, report, walk.seals, sealed, replay)
     return report
 
 
@@ -262,14 +275,12 @@ def _check_closed_round(
     conn: sqlite3.Connection,
     report: AuditReport,
     seals: dict[str, tuple[int, dict[str, Any]]],
-    round_id: str,
-    seq: int,
-    status: str,
-    reason: str | None,
-    result: str | None,
+    closed: tuple[str, int, str, str | None, str | None],
+    replay: Replay | None,
 ) -> None:
     """A closed round's row against its seal (``seals``: the ``round_sealed`` event of each
     round, with its row), then, for one decided by its cards alone, against its device events."""
+    round_id, seq, status, reason, result = closed
     sealed = seals.get(round_id)
     if sealed is None:
         chained = conn.execute(
@@ -296,23 +307,28 @@ def _check_closed_round(
                 row,
             )
         )
-    if result is None or status not in ("settled", "dead", "misdeal"):
+    if result is None or status not in ("settled", "dead", "misdeal") or replay is None:
         return
-    _check_recomputed(conn, report, round_id, seq, result)
+    _check_recomputed(conn, report, round_id, seq, result, replay)
 
 
 def _check_recomputed(
-    conn: sqlite3.Connection, report: AuditReport, round_id: str, seq: int, result: str
+    conn: sqlite3.Connection,
+    report: AuditReport,
+    round_id: str,
+    seq: int,
+    result: str,
+    replay: Replay,
 ) -> None:
     """A round decided by its cards and draw alone, dealt again from its device events
-    (``recompute_round``), must come out as it was recorded."""
+    (``replay``), must come out as it was recorded."""
     try:
         recorded = json.loads(result)
-        codes = {r.get("code") for r in recorded.get("reasons", [])}
+        decided_by_cards = replay.applies(recorded)
     except (ValueError, AttributeError, TypeError):
         report.findings.append(Finding("its result is not a round", round_id, seq))
         return
-    if not codes <= _RECOMPUTED_REASONS:
+    if not decided_by_cards:
         return  # decided by something besides its cards (a timeout, a new deal, …)
     events = [
         (kind, json.loads(payload))
@@ -323,7 +339,7 @@ def _check_recomputed(
     ]
     report.recomputed += 1
     try:
-        differs = recompute_round(recorded, events)
+        differs = replay.differs(recorded, events)
     except (ValueError, KeyError, TypeError) as exc:  # a field edited out of shape
         differs = f"result, which cannot be read back ({type(exc).__name__}: {exc})"
     if differs:
@@ -526,114 +542,6 @@ def _check_sent_checkpoint(
                 row=event_id,
             )
         )
-
-
-# --- recompute ---------------------------------------------------------------------------------
-
-#: Rounds the audit recomputes: decided by their own cards and draw alone.
-_RECOMPUTED_REASONS = DEAD_CODES | MISDEAL_CODES
-_DEAL_KINDS = frozenset(
-    {"deal_started", "packet_dealt", "card_dealt", "stub_verified", "deal_ended", "position_drawn"}
-)
-_VOLATILE = ("opened_at", "closed_at")
-
-
-def recompute_round(result: dict[str, Any], events: list[tuple[str, dict[str, Any]]]) -> str:
-    """Deal the round again from its journaled device events through the rules engine (a fresh
-    :class:`~controller.table.Table` set up with the round's own rules, paytables, seats and
-    wagers) and compare with what was recorded and sent. Returns "" when they agree, else the
-    first field that differs."""
-    table = _table_for(result)
-    closed = _deal_again(table, events)
-    if closed is None:
-        return "the events do not complete a deal"
-    for key in sorted(set(closed) | set(result)):
-        if key in _VOLATILE:
-            continue
-        if closed.get(key) != result.get(key):
-            return key
-    return ""
-
-
-def _table_for(result: dict[str, Any]) -> Table:
-    """A fresh table set up as the recorded round was: its rules, paytables, seats and wagers,
-    its id, sequence number and closing time."""
-    from datetime import datetime
-
-    from controller.messages import Wagers
-    from controller.table import Table
-
-    closed_at = datetime.fromisoformat(str(result.get("closed_at")))
-    table = Table(
-        _settings_for(result),
-        new_round_id=lambda: str(result["round_id"]),
-        clock=lambda: closed_at,
-        next_round_seq=int(result.get("round_seq", 1)),
-    )
-    played = {str(s["seat"]) for s in result.get("seats", [])}
-    if played:
-        table.occupied.update({label: label in played for label in table.occupied})
-    for seat in result.get("seats", []):
-        if seat.get("wagers"):
-            table.wagers[str(seat["seat"])] = Wagers.model_validate(seat["wagers"])
-    return table
-
-
-def _settings_for(result: dict[str, Any]) -> TableSettings:
-    """The settings of the table that played the recorded round (its rules, paytables, seats)."""
-    from controller.game.paytables import (
-        chan_chu_paytable,
-        envy_paytable,
-        jacks_beat_paytable,
-    )
-    from controller.game.setting import Rules
-    from controller.table import TableSettings
-
-    rules = result.get("rules") or {}
-    tables = result.get("paytables") or {}
-    seats = {
-        int(p["position"]): str(p["seat"])
-        for p in result.get("positions", [])
-        if int(p["position"]) != 1
-    }
-    if not seats:  # a dead round that never reached positions: its packets, in dealing order
-        seats = {pos: str(pos - 1) for pos in range(2, 8)}
-    return TableSettings(
-        table_id=str(result.get("round_id", "")).rsplit("-", 1)[0],
-        seats=seats,
-        rules=Rules(
-            wheel_rank=rules.get("wheel_rank", "second_highest"),
-            ace_high_pushes_pai_gow=bool(rules.get("ace_high_pushes_pai_gow", False)),
-        ),
-        chan_chu=chan_chu_paytable(tables.get("chan_chu", "PT1")),
-        jacks_beat=jacks_beat_paytable(tables.get("jacks_beat", "A")),
-        envy=envy_paytable(tables["envy"]) if tables.get("envy") else None,
-    )
-
-
-def _deal_again(table: Table, events: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
-    """The journaled device events fed to ``table``: the first round it closes, as sent (JSON);
-    None when they close none."""
-    from controller.table import RoundClosed
-    from drivers.events import PositionDrawn, parse_event
-
-    closed: dict[str, Any] | None = None
-    for kind, payload in events:
-        if kind == "position_assigned":
-            event: Any = PositionDrawn(
-                device="journal",
-                method=payload["method"],
-                number=payload.get("number"),
-                dice=payload.get("dice"),
-            )
-        elif kind in _DEAL_KINDS:
-            event = parse_event(payload)
-        else:
-            continue
-        for effect in table.handle(event):
-            if isinstance(effect, RoundClosed) and closed is None:
-                closed = effect.payload.model_dump(mode="json")
-    return closed
 
 
 # --- recall ------------------------------------------------------------------------------------

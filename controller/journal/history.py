@@ -12,14 +12,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from controller.journal.store import Journal, RoundRecord
+from controller.journal.store import RoundRecord
+from controller.journal.views import History
 from controller.messages import PlayerPayload, RoundPayload
 
 CHUNK = 200  # rounds read from the journal per lock hold, so a long query never stalls a deal
 MAX_SCAN = 10_000
 
 
-def scan(journal: Journal, limit: int = MAX_SCAN) -> Iterator[RoundRecord]:
+def scan(journal: History, limit: int = MAX_SCAN) -> Iterator[RoundRecord]:
     """This table's rounds, newest first, read in chunks (the journal lock is let go between)."""
     offset = 0
     while offset < limit:
@@ -30,7 +31,7 @@ def scan(journal: Journal, limit: int = MAX_SCAN) -> Iterator[RoundRecord]:
         offset += len(chunk)
 
 
-def search(journal: Journal, query: str, limit: int, offset: int) -> list[RoundRecord]:
+def search(journal: History, query: str, limit: int, offset: int) -> list[RoundRecord]:
     """Rounds by id (exact, then any part, case-insensitive) or by number (``123``, ``#123``)."""
     query = query.strip()
     if not query:
@@ -49,11 +50,11 @@ def search(journal: Journal, query: str, limit: int, offset: int) -> list[RoundR
     return found[offset:]
 
 
-def results_oldest_first(journal: Journal, rounds: int) -> list[dict[str, Any] | None]:
+def results_oldest_first(journal: History, rounds: int) -> list[dict[str, Any] | None]:
     return [r.result for r in scan(journal, rounds)][::-1]
 
 
-def rounds_per_hour(journal: Journal, hours: int, now: datetime) -> list[dict[str, Any]]:
+def rounds_per_hour(journal: History, hours: int, now: datetime) -> list[dict[str, Any]]:
     start = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(
         hours=hours - 1
     )
@@ -68,7 +69,7 @@ def rounds_per_hour(journal: Journal, hours: int, now: datetime) -> list[dict[st
     return out
 
 
-def last_round(journal: Journal) -> tuple[RoundPayload, list[PlayerPayload]] | None:
+def last_round(journal: History) -> tuple[RoundPayload, list[PlayerPayload]] | None:
     """The journal's newest round if it is closed, with its players' settings (after a restart)."""
     recent = journal.recent_rounds(1)
     if not recent or recent[0].result is None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
 from controller.clock import iso
@@ -75,6 +75,9 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "round_id",
     ),
 }
+
+if TYPE_CHECKING:
+    from controller.journal.audit import Replay
 
 
 def _read_only(path: str | os.PathLike[str]) -> sqlite3.Connection:
@@ -597,11 +600,13 @@ def backup_journal(
     *,
     keep: int = 14,
     now: datetime | None = None,
+    replay: Replay | None = None,
 ) -> BackupReport:
     """An online copy of the journal (SQLite's backup API: safe while the daemon writes, the
     WAL included), checked as a regulator would (SQLite's integrity check and the hash chain,
-    ``audit verify``), then the oldest good copies beyond ``keep`` removed. A copy that fails
-    its check is kept beside as ``….bad`` and removes nothing."""
+    ``audit verify``, with ``replay`` dealing the rounds again: the CLI gives the rules
+    engine's), then the oldest good copies beyond ``keep`` removed. A copy that fails its check
+    is kept beside as ``….bad`` and removes nothing."""
     from controller.journal.audit import verify_journal
 
     out = Path(directory)
@@ -621,7 +626,7 @@ def backup_journal(
         source.close()
     check = check_journal(partial)
     why = "" if check.ok else check.summary()
-    audit = verify_journal(partial) if check.ok else None
+    audit = verify_journal(partial, replay) if check.ok else None
     if audit is not None and not audit.ok:
         why = "; ".join(f.line() for f in audit.findings[:3])
     if audit is None or why:

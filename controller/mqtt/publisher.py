@@ -1,6 +1,6 @@
 """The MQTT publisher: the journal's outbox to the broker, in order, and commands in.
 
-One :class:`MqttService` per table (``daemon.config.mqtt``). It connects with the table's client
+One :class:`MqttService` per table (``host.config.mqtt``). It connects with the table's client
 id, a keepalive and a last will (the retained ``status`` saying ``offline``), and reconnects
 forever with capped, jittered backoff. On every connect it flags the backlog as replayed
 (:meth:`Journal.mark_replay`), subscribes to ``<prefix>cmd/+``, publishes the retained
@@ -35,7 +35,8 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from controller.clock import iso
 from controller.config import MqttConfig
-from controller.journal import Journal, OutboxRow
+from controller.journal import OutboxRow
+from controller.journal.views import Outbox
 from controller.messages import COMMAND_KINDS, Authenticate, Command, StatusPayload, envelope
 from controller.mqtt.client import Client
 from controller.mqtt.rate import CommandRate
@@ -50,7 +51,7 @@ from controller.mqtt.wire import (
     tls_context,
     wire_payload,
 )
-from controller.ports import Lifecycle, Origin, PublisherHost
+from controller.ports import Lifecycle, Origin, PublisherHost, TableStatus
 from controller.table import (
     AlarmAcknowledged,
     AlarmRaised,
@@ -60,8 +61,8 @@ from controller.table import (
     Refusal,
     RoundClosed,
     StatusChanged,
-    Table,
 )
+from drivers.base import Backoff
 
 log = structlog.get_logger(__name__)
 
@@ -83,19 +84,19 @@ class PublishRefused(Exception):
     """The broker acknowledged a publish with a failure reason code (MQTT 5), e.g. 0x87."""
 
 
-def _raise_if_stopping(daemon: Lifecycle) -> None:
+def _raise_if_stopping(host: Lifecycle) -> None:
     """Python 3.11's asyncio.wait_for (inside aiomqtt's connect and subscribe) can swallow the
     cancellation that stops the daemon when it arrives with the awaited reply; then nothing
     raises it again and the daemon would never exit. A stop must never be lost: the daemon
     says it is stopping, and this raises the cancellation again."""
-    if daemon.stopping.is_set():
+    if host.stopping.is_set():
         raise asyncio.CancelledError
 
 
-def status_message(daemon: PublisherHost, *, online: bool) -> bytes:
+def status_message(host: PublisherHost, *, online: bool) -> bytes:
     """The retained ``status`` envelope. Status is a snapshot, not an event: its ``seq`` is the
     last message seq the journal assigned (so it never opens a gap) and its ``msg_id`` is new."""
-    status = daemon.table.status()
+    status = host.table.status()
     if not online:
         status = StatusPayload(
             state="offline",
@@ -105,19 +106,19 @@ def status_message(daemon: PublisherHost, *, online: bool) -> bytes:
             software_version=status.software_version,
             config_digest=status.config_digest,
         )
-    journal = daemon.journal
+    journal = host.journal
     data = envelope(
         status,
         # The journal's id source: time-ordered, unique across restarts, same shape as msg_ids.
         msg_id=journal.new_round_id(),
-        table_id=daemon.config.table.id,
+        table_id=host.config.table.id,
         seq=journal.message_seq(),
-        time=daemon.clock(),
+        time=host.clock(),
     )
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def current_rounds(table: Table) -> Rounds:
+def current_rounds(table: TableStatus) -> Rounds:
     """The rounds a command arriving now could act on (``wire.check_round``), read from the
     table as the consumer left it after its last event. The table checks ``void_round``'s and
     ``player_setting``'s round again when it handles them; ``enter_dice``'s only here."""
@@ -270,10 +271,10 @@ class MqttService:
 
     # --- running -----------------------------------------------------------------------------
 
-    def _verifier(self, daemon: PublisherHost) -> CommandVerifier | None:
+    def _verifier(self, host: PublisherHost) -> CommandVerifier | None:
         """Signed commands when keys are configured (docs/mqtt.md); a keys file that cannot be
         read accepts no command but the read-only ones, and says so."""
-        config = daemon.config.mqtt
+        config = host.config.mqtt
         if config.command_keys_file is None:
             log.warning(
                 "mqtt_commands_unsigned",
@@ -290,70 +291,69 @@ class MqttService:
             keys,
             config.command_window,
             config.unsigned_read_only,
-            clock=daemon.clock,
-            table_id=daemon.config.table.id,
+            clock=host.clock,
+            table_id=host.config.table.id,
         )
-        since = iso(daemon.clock() - timedelta(seconds=2 * config.command_window))
+        since = iso(host.clock() - timedelta(seconds=2 * config.command_window))
         verifier.remember(
-            (rid, datetime.fromisoformat(at))
-            for rid, at in daemon.journal.recent_command_ids(since)
+            (rid, datetime.fromisoformat(at)) for rid, at in host.journal.recent_command_ids(since)
         )
         return verifier
 
     def _report_refusal(
-        self, daemon: PublisherHost, topic: str, name: str, exc: CommandRefused
+        self, host: PublisherHost, topic: str, name: str, exc: CommandRefused
     ) -> None:
         """Journal the refusal (the table alarms when one sender keeps failing). Over the rate,
         one record a minute says how many were refused: a flood must not become a journal
         flood."""
         command = name[:64] if name in COMMAND_KINDS else "unknown"
         if exc.reason == "rate_limited":
-            now = daemon.clock()
+            now = host.clock()
             if self._over_reported is None or (now - self._over_reported) >= RATE_REPORT:
-                self._flush_over(daemon, command)
+                self._flush_over(host, command)
             return
-        daemon.refused(Refusal("mqtt", topic[:200], command, exc.reason, exc.error[:300]))
+        host.refused(Refusal("mqtt", topic[:200], command, exc.reason, exc.error[:300]))
 
-    def _flush_over(self, daemon: PublisherHost, command: str = "any") -> None:
+    def _flush_over(self, host: PublisherHost, command: str = "any") -> None:
         over = self.rate.take_over()
         if over:
-            self._over_reported = daemon.clock()
+            self._over_reported = host.clock()
             detail = f"more than {self.rate.per_minute} commands a minute"
-            daemon.refused(
-                Refusal("mqtt", daemon.topic("cmd/+"), command, "rate_limited", detail, over)
+            host.refused(
+                Refusal("mqtt", host.topic("cmd/+"), command, "rate_limited", detail, over)
             )
 
-    async def _report_over(self, daemon: PublisherHost) -> None:
+    async def _report_over(self, host: PublisherHost) -> None:
         """The refusals over the rate since the last record, once a minute while they last."""
         while True:
             await asyncio.sleep(RATE_REPORT.total_seconds())
-            self._flush_over(daemon)
+            self._flush_over(host)
 
-    async def run(self, daemon: PublisherHost) -> None:
-        daemon.subscribe(self._on_effect)
-        self.verifier = self._verifier(daemon)
-        self.rate = CommandRate(daemon.config.limits.mqtt_commands_per_minute)
+    async def run(self, host: PublisherHost) -> None:
+        host.subscribe(self._on_effect)
+        self.verifier = self._verifier(host)
+        self.rate = CommandRate(host.config.limits.mqtt_commands_per_minute)
         reporter = asyncio.get_running_loop().create_task(
-            self._report_over(daemon), name="mqtt.rate_report"
+            self._report_over(host), name="mqtt.rate_report"
         )
         try:
-            await self._reconnecting(daemon)
+            await self._reconnecting(host)
         finally:
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reporter
-            self._flush_over(daemon)
+            self._flush_over(host)
 
-    async def _reconnecting(self, daemon: PublisherHost) -> None:
-        config = daemon.config.mqtt
-        backoff = config.reconnect.to_backoff()
+    async def _reconnecting(self, host: PublisherHost) -> None:
+        config = host.config.mqtt
+        backoff = Backoff(initial=config.reconnect.initial, cap=config.reconnect.cap)
         attempt = 0
         while True:
-            _raise_if_stopping(daemon)
+            _raise_if_stopping(host)
             started = self.connects
             try:
-                await self._session(daemon)
-                _raise_if_stopping(daemon)
+                await self._session(host)
+                _raise_if_stopping(host)
                 error = "the session ended"
             except asyncio.CancelledError:
                 raise
@@ -368,7 +368,7 @@ class MqttService:
                 attempt = 0
             delay = backoff.delay(attempt)
             attempt += 1
-            pending = daemon.journal.outbox_pending()
+            pending = host.journal.outbox_pending()
             event = "mqtt_disconnected" if self.connects != started else "mqtt_connect_failed"
             log.warning(
                 event,
@@ -379,12 +379,12 @@ class MqttService:
             )
             await asyncio.sleep(delay)  # backoff between attempts, not synchronisation
 
-    def _client(self, daemon: PublisherHost) -> _Client:
-        config: MqttConfig = daemon.config.mqtt
+    def _client(self, host: PublisherHost) -> _Client:
+        config: MqttConfig = host.config.mqtt
         v5 = config.protocol == "5"
         will = aiomqtt.Will(
-            topic=daemon.topic("status"),
-            payload=status_message(daemon, online=False),
+            topic=host.topic("status"),
+            payload=status_message(host, online=False),
             qos=1,
             retain=True,
         )
@@ -415,31 +415,29 @@ class MqttService:
             logger=logging.getLogger("paigow.mqtt.paho"),
         )
 
-    async def _session(self, daemon: PublisherHost) -> None:
+    async def _session(self, host: PublisherHost) -> None:
         """One connection: backlog flagged, commands subscribed, status published first, then drain
         and serve until the link fails (raises) or the task is cancelled (publishes offline)."""
-        config = daemon.config.mqtt
-        client = self._client(daemon)
+        config = host.config.mqtt
+        client = self._client(host)
         async with client:
-            _raise_if_stopping(daemon)
+            _raise_if_stopping(host)
             self.connects += 1
             # Everything still pending now is late, perhaps sent before: flag it replayed. A
             # journal that refuses the write (a full disk: the table is in fault) must not keep
             # the retained status, which says so, from going out.
             try:
-                backlog = await asyncio.to_thread(daemon.journal.mark_replay)
+                backlog = await asyncio.to_thread(host.journal.mark_replay)
             except sqlite3.Error as exc:
                 backlog = -1
                 log.error("mqtt_backlog_not_flagged", error=str(exc))
             # Subscribed before "online" goes out, so whoever sees it may send commands at once.
-            granted = await client.subscribe(daemon.topic("cmd/+"), qos=1)
-            _raise_if_stopping(daemon)
+            granted = await client.subscribe(host.topic("cmd/+"), qos=1)
+            _raise_if_stopping(host)
             if any(_refused(code) for code in granted):
                 # The feed matters more than commands: publish on, and say so.
-                log.error(
-                    "mqtt_commands_refused", topic=daemon.topic("cmd/+"), granted=str(granted)
-                )
-            await self._publish_status(client, daemon)
+                log.error("mqtt_commands_refused", topic=host.topic("cmd/+"), granted=str(granted))
+            await self._publish_status(client, host)
             log.info(
                 "mqtt_connected",
                 broker=f"{config.host}:{config.port}",
@@ -453,24 +451,24 @@ class MqttService:
             try:
                 async with asyncio.TaskGroup() as tg:
                     name = f"mqtt[{config.client_id}]"
-                    tg.create_task(self._drain(client, daemon), name=f"{name}.drain")
-                    tg.create_task(self._serve(client, daemon, tg), name=f"{name}.commands")
+                    tg.create_task(self._drain(client, host), name=f"{name}.drain")
+                    tg.create_task(self._serve(client, host, tg), name=f"{name}.commands")
             except asyncio.CancelledError:
                 # A clean stop: say so, as the will would after a crash.
                 with contextlib.suppress(Exception):
                     await client.publish_acked(
-                        daemon.topic("status"),
-                        status_message(daemon, online=False),
+                        host.topic("status"),
+                        status_message(host, online=False),
                         retain=True,
                         timeout=2.0,
                     )
                 raise
 
-    async def _publish_status(self, client: _Client, daemon: PublisherHost) -> None:
+    async def _publish_status(self, client: _Client, host: PublisherHost) -> None:
         self._status_stale = False
         code = await client.publish_acked(
-            daemon.topic("status"),
-            status_message(daemon, online=True),
+            host.topic("status"),
+            status_message(host, online=True),
             retain=True,
             timeout=self.ack_timeout,
         )
@@ -479,24 +477,24 @@ class MqttService:
 
     # --- the outbox ----------------------------------------------------------------------------
 
-    async def _drain(self, client: _Client, daemon: PublisherHost) -> None:
-        journal = daemon.journal
+    async def _drain(self, client: _Client, host: PublisherHost) -> None:
+        journal = host.journal
         # An MQTT 5 PUBACK may refuse a message (0x87 not authorised, 0x97 quota, …) while the
         # broker accepts the ones pipelined behind it: one at a time keeps the order. A 3.1.1
         # broker can only drop the link, after which nothing behind the lost message arrived.
-        window = 1 if daemon.config.mqtt.protocol == "5" else self.window
+        window = 1 if host.config.mqtt.protocol == "5" else self.window
         while True:
             if self._status_stale:
-                await self._publish_status(client, daemon)
+                await self._publish_status(client, host)
             self._nudge.clear()
-            daemon.outbox_changed.clear()
+            host.outbox_changed.clear()
             rows = await asyncio.to_thread(journal.pending, window)
             if rows:
                 await self._publish_rows(client, journal, rows)
             elif not self._status_stale:
-                await _either(self._nudge, daemon.outbox_changed)
+                await _either(self._nudge, host.outbox_changed)
 
-    async def _publish_rows(self, client: _Client, journal: Journal, rows: list[OutboxRow]) -> None:
+    async def _publish_rows(self, client: _Client, journal: Outbox, rows: list[OutboxRow]) -> None:
         """Publish a window of rows in order; delete those whose PUBACK succeeded.
 
         A send that fails (no PUBACK before the link dropped or the timeout, or a refusal) is
@@ -531,15 +529,15 @@ class MqttService:
 
     # --- commands ------------------------------------------------------------------------------
 
-    async def _serve(self, client: _Client, daemon: PublisherHost, tg: asyncio.TaskGroup) -> None:
+    async def _serve(self, client: _Client, host: PublisherHost, tg: asyncio.TaskGroup) -> None:
         slots = asyncio.Semaphore(COMMAND_SLOTS)
         async for message in client.messages:
             await slots.acquire()
-            task = tg.create_task(self._command(client, daemon, message))
+            task = tg.create_task(self._command(client, host, message))
             task.add_done_callback(lambda _task: slots.release())
 
     async def _command(
-        self, client: _Client, daemon: PublisherHost, message: aiomqtt.Message
+        self, client: _Client, host: PublisherHost, message: aiomqtt.Message
     ) -> None:
         """Answer one command. It runs in the session's TaskGroup, where an exception would end
         the session (and every command in flight): nothing but a cancellation leaves here. A
@@ -547,26 +545,26 @@ class MqttService:
         (journaled, replied to); a failure after that is logged."""
         topic = message.topic.value
         try:
-            await self._answer(client, daemon, message)
+            await self._answer(client, host, message)
         except Exception as exc:
             log.error("command_failed", topic=topic[:200], error=_describe(exc), exc_info=exc)
 
-    def _parse(self, daemon: PublisherHost, topic: str, payload: bytes) -> Command:
+    def _parse(self, host: PublisherHost, topic: str, payload: bytes) -> Command:
         """The command, or CommandRefused: over the rate, refused by parse_command_message, or
         ``malformed`` when the parsing itself failed (a defect to fix: logged as an error)."""
-        if not self.rate.admit(daemon.clock()):
+        if not self.rate.admit(host.clock()):
             raise CommandRefused(
                 f"refused: more than {self.rate.per_minute} commands a minute; try again shortly",
                 reason="rate_limited",
             )
         try:
             return parse_command_message(
-                daemon.prefix,
+                host.prefix,
                 topic,
                 payload,
                 self.verifier,
-                table_id=daemon.config.table.id,
-                rounds=current_rounds(daemon.table),
+                table_id=host.config.table.id,
+                rounds=current_rounds(host.table),
             )
         except CommandRefused:
             raise
@@ -582,11 +580,9 @@ class MqttService:
                 f"malformed command: {type(exc).__name__}", reason="malformed"
             ) from None
 
-    async def _answer(
-        self, client: _Client, daemon: PublisherHost, message: aiomqtt.Message
-    ) -> None:
+    async def _answer(self, client: _Client, host: PublisherHost, message: aiomqtt.Message) -> None:
         topic = message.topic.value
-        prefix = daemon.prefix
+        prefix = host.prefix
         raw = message.payload
         payload = raw if isinstance(raw, bytes) else str(raw if raw is not None else "").encode()
         if not topic.startswith(f"{prefix}cmd/"):
@@ -594,26 +590,26 @@ class MqttService:
             return
         name = topic.removeprefix(f"{prefix}cmd/")
         response_topic, correlation = _response_topic(message)
-        allowed = (daemon.topic("reply/"), *daemon.config.mqtt.reply_prefixes)
+        allowed = (host.topic("reply/"), *host.config.mqtt.reply_prefixes)
         if response_topic is not None and not response_topic.startswith(allowed):
             # A caller must not make the table publish elsewhere (on its own round topic, say).
             log.warning("response_topic_refused", topic=response_topic[:200], command=name)
             response_topic = None
-        reply_topic = response_topic or daemon.topic(f"reply/{name}")
+        reply_topic = response_topic or host.topic(f"reply/{name}")
         try:
-            command = self._parse(daemon, topic, payload)
+            command = self._parse(host, topic, payload)
         except CommandRefused as exc:
             self.refused += 1
             log.warning("command_refused", topic=topic[:200], size=len(payload), error=exc.error)
             try:
-                self._report_refusal(daemon, topic, name, exc)
+                self._report_refusal(host, topic, name, exc)
             except Exception as failure:  # the reply still goes out
                 log.error("command_refusal_not_journaled", topic=topic[:200], error=str(failure))
             reply = ReplyPayload(ok=False, error=exc.error, request_id=exc.request_id, data=None)
         else:
             self.commands += 1
             try:
-                answer = await daemon.submit(command, origin=Origin("mqtt", topic))
+                answer = await host.submit(command, origin=Origin("mqtt", topic))
                 data = answer.data
                 if answer.ok and isinstance(command, Authenticate) and data is not None:
                     data = {**data, **await asyncio.to_thread(_authenticate, command.nonce)}

@@ -27,7 +27,7 @@ from controller.table.effects import (
     TableEvent,
     Tick,
 )
-from controller.table.machine import Phase, Table, TableSettings
+from controller.table.machine import KeptTableState, Phase, Table, TableSettings
 from controller.table.results import player_result
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "Effect",
     "FaultCleared",
     "JournalRecovered",
+    "KeptTableState",
     "NoiseSummary",
     "Phase",
     "PlayerSettled",

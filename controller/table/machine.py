@@ -114,6 +114,16 @@ from drivers.events import (
 
 # --- configuration and state ----------------------------------------------------------------
 
+#: A source refused this many times within REFUSAL_WINDOW raises one ``command_refused`` alarm.
+REFUSALS_BEFORE_ALARM = 3
+REFUSAL_WINDOW = timedelta(minutes=10)
+
+#: Corrections of players' settings a round, and an hour, at most ([limits] corrections_per_round
+#: and corrections_per_hour): a correction needs a supervisor and a reason, and raises an alarm.
+CORRECTIONS_PER_ROUND = 2
+CORRECTIONS_PER_HOUR = 6
+CORRECTION_WINDOW = timedelta(hours=1)
+
 
 @dataclass(frozen=True, slots=True)
 class TableSettings:
@@ -124,6 +134,10 @@ class TableSettings:
     jacks_beat: Paytable
     envy: Paytable | None = None
     deal_timeout: timedelta = timedelta(seconds=60)
+    #: [limits]: refusals of one source before an alarm; corrections a round and an hour.
+    refusals_before_alarm: int = REFUSALS_BEFORE_ALARM
+    corrections_per_round: int = CORRECTIONS_PER_ROUND
+    corrections_per_hour: int = CORRECTIONS_PER_HOUR
 
     def describe_rules(self) -> dict[str, Any]:
         return {
@@ -137,6 +151,16 @@ class TableSettings:
             "jacks_beat": self.jacks_beat.name,
             "envy": self.envy.name if self.envy else None,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class KeptTableState:
+    """What the table kept across a restart (controller/kept_state.py reads it from the
+    journal's chained record): the latched alarms, the occupied seats, the dealer signed in."""
+
+    latched: tuple[AlarmPayload, ...] = ()
+    occupied: Mapping[str, bool | None] = field(default_factory=dict)
+    dealer_id: str | None = None
 
 
 class Phase(Enum):
@@ -213,16 +237,6 @@ class _Round:
         return self.phase in (Phase.VOID, Phase.VOIDED_AFTER_SETTLEMENT)
 
 
-#: A source refused this many times within REFUSAL_WINDOW raises one ``command_refused`` alarm.
-REFUSALS_BEFORE_ALARM = 3
-REFUSAL_WINDOW = timedelta(minutes=10)
-
-#: Corrections of players' settings a round, and an hour, at most ([limits] corrections_per_round
-#: and corrections_per_hour): a correction needs a supervisor and a reason, and raises an alarm.
-CORRECTIONS_PER_ROUND = 2
-CORRECTIONS_PER_HOUR = 6
-CORRECTION_WINDOW = timedelta(hours=1)
-
 #: Complete deals remembered to refuse a replay (the same shuffle id or the same cards): about
 #: two weeks of a busy table, in about 4 MB (64-bit keys, round numbers as values).
 RECENT_DEALS = 20_000
@@ -287,10 +301,11 @@ class Table:
         software_digest: str = "",
         software_verified: bool | None = None,
         new_alarm_id: Callable[[], str] | None = None,
+        kept: KeptTableState = KeptTableState(),
     ) -> None:
         """``recent_deals``: (round number, shuffle id, fingerprint) of earlier complete deals,
         oldest first (the journal's ``deal_seen`` events), so a replay is refused across
-        restarts."""
+        restarts. ``kept``: the state kept across a restart (latched alarms, seats, dealer)."""
         self.settings = settings
         self._new_round_id = new_round_id
         self._new_alarm_id = new_alarm_id or (lambda: f"alarm-{uuid.uuid4().hex}")
@@ -305,20 +320,22 @@ class Table:
         self.devices: dict[str, bool] = {}
         labels = set(settings.seats.values())
         self.occupied: dict[str, bool | None] = dict.fromkeys(sorted(labels))
+        self.occupied.update({k: v for k, v in kept.occupied.items() if k in self.occupied})
         self.wagers: dict[str, Wagers] = {}
         self.fault: _Fault | None = None
         #: Critical alarms nobody has acknowledged yet, by id (latched: the daemon keeps them
         #: in the journal so they survive a restart).
-        self.latched: dict[str, AlarmPayload] = {}
-        self.dealer_id: str | None = None
+        self.latched: dict[str, AlarmPayload] = {a.alarm_id: a for a in kept.latched if a.alarm_id}
+        self.dealer_id: str | None = kept.dealer_id or None
         #: Whether the computer's clock is synchronised (None: not checked, or cannot tell).
         self.clock_synchronized: bool | None = None
         #: Refused commands per (channel, identity, reason): first refusal, count, alarmed.
         self._refusals: dict[tuple[str, str, str], tuple[datetime, int, bool]] = {}
-        self.refusals_before_alarm = REFUSALS_BEFORE_ALARM
+        self.refusals_before_alarm = settings.refusals_before_alarm
         self.refusal_window = REFUSAL_WINDOW
         self.corrections_per_round = CORRECTIONS_PER_ROUND
         self.corrections_per_hour = CORRECTIONS_PER_HOUR
+        self.limit_corrections(settings.corrections_per_round, settings.corrections_per_hour)
         #: When each correction of the last hour was made (any round), oldest first.
         self._corrections: list[datetime] = []
         self._deals: OrderedDict[int, int] = OrderedDict()  # fingerprint key → round number
@@ -985,115 +1002,94 @@ class Table:
 
     def _command(self, command: Command, source: tuple[str, str]) -> list[Effect]:
         kind = command.kind
+        handler = _COMMANDS.get(type(command))
+        if handler is None:
+            return [CommandReply(command.request_id, kind, False, f"unknown command {kind}")]
         try:
-            match command:
-                case OpenTable():
-                    self.table_open = True
-                    return [
-                        CommandReply(command.request_id, kind, True),
-                        StatusChanged(self.status()),
-                    ]
-                case CloseTable():
-                    self.table_open = False
-                    return [
-                        CommandReply(command.request_id, kind, True),
-                        StatusChanged(self.status()),
-                    ]
-                case VoidRound():
-                    return self._void(command)
-                case SetSeats():
-                    unknown = sorted(set(command.occupied) - set(self.occupied))
-                    if unknown:
-                        raise ValueError(
-                            f"unknown seat {', '.join(unknown)} (seats: {', '.join(self.occupied)})"
-                        )
-                    self.occupied.update(command.occupied)
-                    return [
-                        CommandReply(
-                            command.request_id, kind, True, data={"occupied": dict(self.occupied)}
-                        )
-                    ]
-                case SetWagers():
-                    if command.seat not in self.occupied:
-                        raise ValueError(f"unknown seat {command.seat}")
-                    self.wagers[command.seat] = command.wagers
-                    return [CommandReply(command.request_id, kind, True)]
-                case EnterDice():
-                    if "round_id" in command.model_fields_set:
-                        # Checked again here, where it acts: a deal may have ended and another
-                        # begun since the MQTT layer looked (docs/mqtt.md, round-scoped).
-                        r = self.round
-                        dealing = r.round_id if r is not None and not r.closed else None
-                        if command.round_id != dealing:
-                            return [
-                                CommandReply(
-                                    command.request_id,
-                                    kind,
-                                    False,
-                                    f"the dice are for {command.round_id or 'the next deal'}, "
-                                    f"but {'round ' + dealing if dealing else 'no round'} is "
-                                    "being dealt: nothing was changed",
-                                )
-                            ]
-                    effects = self._position(
-                        PositionDrawn(device="dealer", method="dice_manual", dice=command.dice)
-                    )
-                    rejected = [
-                        e
-                        for e in effects
-                        if isinstance(e, AlarmRaised)
-                        and e.payload.code in ("position_ignored", "position_invalid")
-                    ]
-                    if rejected:
-                        return [
-                            CommandReply(
-                                command.request_id, kind, False, rejected[0].payload.detail
-                            ),
-                            *effects,
-                        ]
-                    return [CommandReply(command.request_id, kind, True), *effects]
-                case PlayerSetting():
-                    return self._player_setting(command)
-                case Authenticate():
-                    # The table records who asked; the MQTT service hashes the files.
-                    return [
-                        CommandReply(
-                            command.request_id,
-                            kind,
-                            True,
-                            data={
-                                "nonce": command.nonce,
-                                "config_digest": self._config_digest,
-                                "software_digest": self._software[0],
-                                "software_verified": self._software[1],
-                            },
-                        )
-                    ]
-                case AcknowledgeAlarm():
-                    return self._acknowledge(command, source)
-                case SignIn():
-                    return self._sign_in(command)
-                case SignOut():
-                    if self.dealer_id is None:
-                        raise ValueError("no dealer is signed in")
-                    was, self.dealer_id = self.dealer_id, None
-                    return [
-                        CommandReply(command.request_id, kind, True, data={"dealer_id": was}),
-                        StatusChanged(self.status()),
-                    ]
-                case StatusRequest():
-                    return [
-                        CommandReply(
-                            command.request_id,
-                            kind,
-                            True,
-                            data=self.status().model_dump(mode="json"),
-                        ),
-                        StatusChanged(self.status()),
-                    ]
+            return handler(self, command, source)
         except (ValueError, CardError) as exc:
             return [CommandReply(command.request_id, kind, False, str(exc))]
-        return [CommandReply(command.request_id, kind, False, f"unknown command {kind}")]
+
+    def _set_wagers(self, command: SetWagers) -> list[Effect]:
+        if command.seat not in self.occupied:
+            raise ValueError(f"unknown seat {command.seat}")
+        self.wagers[command.seat] = command.wagers
+        return [CommandReply(command.request_id, command.kind, True)]
+
+    def _status_request(self, command: StatusRequest) -> list[Effect]:
+        status = self.status()
+        data = status.model_dump(mode="json")
+        return [
+            CommandReply(command.request_id, command.kind, True, data=data),
+            StatusChanged(status),
+        ]
+
+    def _open_or_close(self, command: OpenTable | CloseTable) -> list[Effect]:
+        self.table_open = isinstance(command, OpenTable)
+        return [CommandReply(command.request_id, command.kind, True), StatusChanged(self.status())]
+
+    def _set_seats(self, command: SetSeats) -> list[Effect]:
+        unknown = sorted(set(command.occupied) - set(self.occupied))
+        if unknown:
+            raise ValueError(
+                f"unknown seat {', '.join(unknown)} (seats: {', '.join(self.occupied)})"
+            )
+        self.occupied.update(command.occupied)
+        data = {"occupied": dict(self.occupied)}
+        return [CommandReply(command.request_id, command.kind, True, data=data)]
+
+    def _enter_dice(self, command: EnterDice) -> list[Effect]:
+        kind = command.kind
+        if "round_id" in command.model_fields_set:
+            # Checked again here, where it acts: a deal may have ended and another begun since
+            # the MQTT layer looked (docs/mqtt.md, round-scoped).
+            r = self.round
+            dealing = r.round_id if r is not None and not r.closed else None
+            if command.round_id != dealing:
+                return [
+                    CommandReply(
+                        command.request_id,
+                        kind,
+                        False,
+                        f"the dice are for {command.round_id or 'the next deal'}, "
+                        f"but {'round ' + dealing if dealing else 'no round'} is "
+                        "being dealt: nothing was changed",
+                    )
+                ]
+        effects = self._position(
+            PositionDrawn(device="dealer", method="dice_manual", dice=command.dice)
+        )
+        rejected = [
+            e
+            for e in effects
+            if isinstance(e, AlarmRaised)
+            and e.payload.code in ("position_ignored", "position_invalid")
+        ]
+        if rejected:
+            return [
+                CommandReply(command.request_id, kind, False, rejected[0].payload.detail),
+                *effects,
+            ]
+        return [CommandReply(command.request_id, kind, True), *effects]
+
+    def _authenticate(self, command: Authenticate) -> list[Effect]:
+        # The table records who asked; the MQTT service hashes the files.
+        data = {
+            "nonce": command.nonce,
+            "config_digest": self._config_digest,
+            "software_digest": self._software[0],
+            "software_verified": self._software[1],
+        }
+        return [CommandReply(command.request_id, command.kind, True, data=data)]
+
+    def _sign_out(self, command: SignOut) -> list[Effect]:
+        if self.dealer_id is None:
+            raise ValueError("no dealer is signed in")
+        was, self.dealer_id = self.dealer_id, None
+        return [
+            CommandReply(command.request_id, command.kind, True, data={"dealer_id": was}),
+            StatusChanged(self.status()),
+        ]
 
     def _acknowledge(self, command: AcknowledgeAlarm, source: tuple[str, str]) -> list[Effect]:
         alarm = self.latched.pop(command.alarm_id, None)
@@ -1306,3 +1302,20 @@ class Table:
                 by=command.by,
             ),
         ]
+
+
+#: Each command's handler: (table, command, source) → effects (``Table._command``).
+_COMMANDS: dict[type[Command], Callable[[Table, Any, tuple[str, str]], list[Effect]]] = {
+    OpenTable: lambda t, c, _: t._open_or_close(c),
+    CloseTable: lambda t, c, _: t._open_or_close(c),
+    VoidRound: lambda t, c, _: t._void(c),
+    SetSeats: lambda t, c, _: t._set_seats(c),
+    SetWagers: lambda t, c, _: t._set_wagers(c),
+    EnterDice: lambda t, c, _: t._enter_dice(c),
+    PlayerSetting: lambda t, c, _: t._player_setting(c),
+    Authenticate: lambda t, c, _: t._authenticate(c),
+    AcknowledgeAlarm: lambda t, c, source: t._acknowledge(c, source),
+    SignIn: lambda t, c, _: t._sign_in(c),
+    SignOut: lambda t, c, _: t._sign_out(c),
+    StatusRequest: lambda t, c, _: t._status_request(c),
+}

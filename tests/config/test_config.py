@@ -16,7 +16,7 @@ from controller.config import (
     UsbDevice,
     load_config,
 )
-from controller.config.check import check_config_main
+from controller.config_check import check_config_main
 from controller.game.setting import Rules
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "table.example.toml"
@@ -62,7 +62,7 @@ def test_example_config_loads() -> None:
     assert config.mqtt.client_id == "paigow-PG-07"
     assert config.mqtt.topic_prefix == "casino/riverside/paigow/PG-07/"
     assert config.mqtt.tls is not None and config.mqtt.port == 8883
-    assert config.mqtt.reconnect.to_backoff().cap == 5.0
+    assert config.mqtt.reconnect.cap == 5.0
     assert config.journal.synchronous == "FULL"
 
 

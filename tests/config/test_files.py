@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from controller.config import ConfigError, ConfigIssue
-from controller.config.check import check_config_main, load_checked
+from controller.config_check import check_config_main, load_checked
 from controller.display.dealers import hash_pin
 
 SECRET = bytes(range(32))

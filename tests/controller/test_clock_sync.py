@@ -38,10 +38,11 @@ async def test_an_unsynchronised_clock_is_an_alarm_and_in_the_status(
     )
     state: list[bool | None] = [True]
     async with running_table(tmp_path) as t:
-        t.daemon.clock_probe = lambda: state[0]
+        watch = t.service("clock_sync")
+        watch.probe = lambda: state[0]
 
         async def looked(expected: bool) -> None:
-            t.daemon._clock_checked = None  # the next tick looks again
+            watch.look_now.set()  # look again now
             async with asyncio.timeout(10):
                 while t.daemon.table.status().clock_synchronized is not expected:
                     await asyncio.sleep(0.05)

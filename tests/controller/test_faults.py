@@ -169,8 +169,7 @@ async def test_low_free_space_is_alarmed_long_before_the_disk_is_full(tmp_path: 
         assert low.payload.severity == "critical" and "1000000 MB" in low.payload.detail
         assert (await t.deal(rng_number=6)).status == "settled"  # a warning, not a stop
         assert len(alarms("disk_space_low")) == 1  # once per crossing, not per look
-        lower = t.daemon.config.journal.model_copy(update={"min_free_mb": 1})
-        t.daemon.config = t.daemon.config.model_copy(update={"journal": lower})
+        t.daemon.disk.threshold_mb = 1  # as if [journal] min_free_mb were 1
         await _until(lambda: bool(alarms("disk_space_ok")))
     with sqlite3.connect(tmp_path / "journal.sqlite3") as conn:
         kinds = [k for (k,) in conn.execute("SELECT kind FROM events WHERE kind = 'disk_space'")]

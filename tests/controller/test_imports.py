@@ -25,7 +25,7 @@ HEAVY = %s
 from controller.cli.main import _registrars, build_parser
 args = build_parser(_registrars()).parse_args(sys.argv[1:])
 if args.command == "run":
-    from controller.config.check import load_checked
+    from controller.config_check import load_checked
     from controller.wiring import default_services
     config, _ = load_checked(args.config)
     default_services(config, [])

@@ -23,7 +23,7 @@ async def test_damaged_kept_state_neither_stops_the_start_nor_vanishes(tmp_path:
         assert all(a.severity == "critical" and a.ack_required for a in latched)
         assert t.daemon.table.status().alarms_unacknowledged == latched
         assert t.daemon.table.dealer_id is None
-        monitor = t.daemon.protection
+        monitor = t.protection
         assert monitor is not None and monitor.watch.rounds == 0  # started afresh
         result = await t.deal(rng_number=3)
         assert result.status == "settled" and monitor.watch.rounds == 1

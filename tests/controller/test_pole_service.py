@@ -1,4 +1,4 @@
-"""The pole display service (controller/services.py) through the real pole driver on a pty."""
+"""The pole display service (controller/services/pole.py) through the real pole driver on a pty."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from controller.messages import FaultOut, StatusPayload
-from controller.services import PoleService
+from controller.services.pole import PoleService
 from controller.table import Effect, StatusChanged
 from drivers.events import DeviceOnline
 from simulators.pole import PoleDisplaySimulator

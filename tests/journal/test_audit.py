@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from controller.audit import verify_journal
 from controller.journal import Journal
-from controller.journal.audit import recall_rounds, verify_journal
+from controller.journal.audit import recall_rounds
 from controller.journal.maintenance import archive_rounds
 from tests.journal.conftest import cli, copy_journal
 

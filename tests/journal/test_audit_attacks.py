@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from controller.audit import verify_journal
 from controller.journal import Journal
-from controller.journal.audit import read_feed, verify_feed, verify_journal
+from controller.journal.audit import read_feed, verify_feed
 from controller.journal.maintenance import archive_rounds
 from controller.journal.store import chain_link, seal_of
 from tests.harness import running_table

@@ -1,4 +1,4 @@
-"""Retention in the running daemon (controller/journal/retention.py): at start, closed rounds
+"""Retention in the running daemon (controller/services/retention.py): at start, closed rounds
 older than ``retention_days`` go to the archive directory while the table deals on."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from controller.journal import Journal
 from controller.journal.maintenance import verify_archive
-from controller.journal.retention import RetentionService
+from controller.services.retention import RetentionService
 from tests.harness import running_table
 
 

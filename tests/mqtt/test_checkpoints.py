@@ -12,13 +12,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from controller.journal.audit import verify_journal
+from controller.audit import verify_journal
 from controller.journal.checkpoints import sign_checkpoint, verify_checkpoints
 from controller.journal.store import chain_link
 from controller.mqtt.publisher import MqttService
 from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
-from tests.mqtt.conftest import PREFIX, Subscriber, mqtt_section, on, validate_message
+from tests.mqtt.conftest import (
+    PREFIX,
+    Received,
+    Subscriber,
+    mqtt_section,
+    on,
+    validate_message,
+)
 
 KEY = bytes(range(100, 132))
 
@@ -127,11 +134,11 @@ async def test_every_round_close_is_anchored_and_the_feed_finds_a_cut_tail(
         await service.connected.wait()
         closed = [await t.deal(rng_number=n) for n in (2, 5, 7)]
         for result in closed:
-            await sub.seen(
-                lambda m, r=result: (
-                    m.topic.endswith("round") and m.json["payload"]["round_id"] == r.round_id
-                )
-            )
+
+            def its_round(m: Received, round_id: str = result.round_id) -> bool:
+                return m.topic.endswith("round") and m.json["payload"]["round_id"] == round_id
+
+            await sub.seen(its_round)
 
         def checkpoints() -> list[Any]:
             return [m for m in sub.received if m.topic == f"{PREFIX}checkpoint"]

@@ -47,7 +47,7 @@ async def test_a_one_riffle_shuffler_is_caught_alarmed_and_acknowledged(
         validate_message(alarm)
         assert alarm.json["payload"]["code"] == "game_protection"
         assert alarm.json["payload"]["ack_required"]
-        monitor = t.daemon.protection
+        monitor = t.protection
         assert monitor is not None
         panel = {s["name"]: s for s in monitor.panel()["tests"]}
         assert panel[p["test"]]["alarmed_since"] is not None
@@ -63,7 +63,7 @@ async def test_a_one_riffle_shuffler_is_caught_alarmed_and_acknowledged(
         seen = monitor.watch.rounds
     # After a restart the watch goes on where it was, the other alarm still latched.
     async with running_table(tmp_path / "b", journal_path=journal, seed=9) as t:
-        monitor = t.daemon.protection
+        monitor = t.protection
         assert monitor is not None and monitor.watch.rounds == seen
         assert p["alarm_id"] not in t.daemon.table.latched
         await t.deal(rng_number=2)

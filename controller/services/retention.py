@@ -9,8 +9,9 @@ from typing import Protocol
 
 import structlog
 
+from controller.journal import Journal
 from controller.journal.maintenance import archive_rounds
-from controller.ports import OutboxStore, TableView
+from controller.ports import TableView
 
 log = structlog.get_logger(__name__)
 
@@ -19,8 +20,12 @@ DAY_S = 24 * 3600.0
 BATCH = 200
 
 
-class RetentionHost(OutboxStore, TableView, Protocol):
-    """What retention uses: the journal and the config and clock."""
+class RetentionHost(TableView, Protocol):
+    """What retention uses: the config, the clock, and the journal itself (archiving deletes
+    the rows it archived: the one service given the write API)."""
+
+    @property
+    def journal(self) -> Journal: ...
 
 
 class RetentionService:

@@ -40,10 +40,11 @@ from controller.config.models import (
     SerialDevice,
 )
 from controller.config.summary import summary
+from controller.credentials import SUPERVISOR_PIN_DIGITS, TOKEN_CHARS, pin_problem, token_problem
 from controller.devices import build_device, known_drivers
 
-MIN_PIN_DIGITS: Final = 6
-MIN_TOKEN_CHARS: Final = 32
+MIN_PIN_DIGITS: Final = SUPERVISOR_PIN_DIGITS
+MIN_TOKEN_CHARS: Final = TOKEN_CHARS
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -205,13 +206,13 @@ def _secret_warnings(file: str, key: str, path: Path) -> Iterable[ConfigIssue]:
         value = path.read_text(encoding="utf-8").rstrip("\r\n")
     except (OSError, UnicodeDecodeError):
         return
-    if key == "display.void_pin_file" and (len(value) < MIN_PIN_DIGITS or not value.isdigit()):
+    if key == "display.void_pin_file" and pin_problem(value, MIN_PIN_DIGITS):
         yield ConfigIssue(
             file,
             key,
             f"the void PIN is shorter than {MIN_PIN_DIGITS} digits: expected a longer one",
         )
-    if key == "display.supervisor_token_file" and len(value) < MIN_TOKEN_CHARS:
+    if key == "display.supervisor_token_file" and token_problem(value):
         yield ConfigIssue(
             file,
             key,

@@ -1,26 +1,41 @@
-"""Game protection at the table (docs/protection.md): the pure watch of ``controller/protection``
-fed every settled round after it is journaled, its state kept in the journal, and its findings
-handed back to the table as events (a latched ``game_protection`` alarm and the ``protection``
-message). Acknowledging such an alarm restarts its test: the device was looked at or swapped.
+"""Game protection at the table (docs/protection.md), a service: the pure watch of
+``controller/protection`` fed every settled round after it is journaled, its findings put back
+on the table's queue as events (a latched ``game_protection`` alarm and the ``protection``
+message), its state kept in the journal — saved in the transaction that journals its alarm or
+the alarm's acknowledgement (``keep``), and every ``SAVE_EVERY`` rounds. Acknowledging such an
+alarm restarts its test: the device was looked at or swapped.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from controller.config.models import ProtectionSettings
-from controller.journal import Journal
+from controller.journal import Transaction
+from controller.journal.views import History
+from controller.kept_state import save_protection
 from controller.messages import RoundPayload
+from controller.ports import EffectSource, EventSink, OutboxStore, StateStore, TableView
 from controller.protection import ProtectionConfig, Watch, observation_from_round
-from controller.table import ProtectionFinding
+from controller.table import (
+    AlarmAcknowledged,
+    Effect,
+    ProtectionAlarmed,
+    ProtectionFinding,
+    RoundClosed,
+)
 
 log = structlog.get_logger(__name__)
 
 #: At most this many settled rounds are observed again at start.
 REPLAY_LIMIT = 2_000
+#: Rounds between two saves of the watch's state (every alarm and acknowledgement saves it
+#: too): after a crash, the rounds since are observed again from the journal.
+SAVE_EVERY = 25
 
 
 class ProtectionMonitor:
@@ -66,7 +81,7 @@ class ProtectionMonitor:
         self.unsaved += 1
         return [ProtectionFinding(f.to_dict()) for f in self.watch.observe(obs, now)]
 
-    def replay(self, journal: Journal, now: datetime) -> list[ProtectionFinding]:
+    def replay(self, journal: History, now: datetime) -> list[ProtectionFinding]:
         """Settled rounds journaled after the saved state (a crash between saves)."""
         rounds: list[RoundPayload] = []
         offset = 0
@@ -106,3 +121,60 @@ class ProtectionMonitor:
             "config": self.config.to_dict(),
             "tests": [s.to_dict() for s in self.watch.states()],
         }
+
+
+class ProtectionHost(EffectSource, EventSink, OutboxStore, TableView, StateStore, Protocol):
+    """What game protection uses: settled rounds, the queue for its findings, the journal's
+    history (to observe again what a crash left unobserved), and a place to save its state."""
+
+
+class ProtectionService:
+    """The watch at the table. The wiring gives it the state kept at the last save."""
+
+    name = "protection"
+
+    def __init__(self, settings: ProtectionSettings, saved: object = None) -> None:
+        self.monitor = ProtectionMonitor(settings, saved)
+        self._host: ProtectionHost | None = None
+
+    def panel(self) -> dict[str, Any]:
+        """What the supervisor's Game protection panel shows."""
+        return self.monitor.panel()
+
+    def keep(self, tx: Transaction, effect: Effect) -> None:
+        """Inside the transaction of its alarm or the alarm's acknowledgement: the state."""
+        if isinstance(effect, ProtectionAlarmed):
+            self.monitor.alarmed(effect.payload.alarm_id, effect.payload.test)
+        elif isinstance(effect, AlarmAcknowledged) and effect.payload.code == "game_protection":
+            self.monitor.acknowledged(effect.payload.alarm_id, effect.payload.acknowledged_at)
+        else:
+            return
+        save_protection(tx, self.monitor.state())
+
+    async def run(self, host: ProtectionHost) -> None:
+        self._host = host
+        # Settled rounds journaled after the last save: a crash between saves.
+        for finding in self.monitor.replay(host.journal, host.clock()):
+            host.put_nowait(finding)
+        host.subscribe(self._on_effect)
+        await asyncio.Event().wait()  # the listener does the work
+
+    def _on_effect(self, effect: Effect) -> None:
+        if isinstance(effect, RoundClosed) and self._host is not None:
+            self._observe(self._host, effect.payload)
+
+    def _observe(self, host: ProtectionHost, payload: RoundPayload) -> None:
+        """The settled round once it is journaled; its findings come back as events, after the
+        round's own (docs/protection.md)."""
+        if payload.status != "settled":
+            return
+        try:
+            findings = self.monitor.observe(payload, host.clock())
+        except Exception:  # a bug in the watch must not stop the table: say so, deal on
+            log.exception("protection_failed", round_id=payload.round_id)
+            return
+        for finding in findings:
+            host.put_nowait(finding)
+        if not findings and self.monitor.unsaved >= SAVE_EVERY:
+            state = self.monitor.state()
+            host.save_state(lambda tx: save_protection(tx, state))

@@ -1,0 +1,63 @@
+"""The narrow views of the journal that services use (controller/ports.py names them): the
+MQTT publisher drains the ``Outbox``; the pages and the recall read the ``History``. Neither
+can open a transaction: every write goes through the daemon (controller/recorder.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from controller.journal.store import HourCount, JournalStats, OutboxRow, RoundRecord
+
+
+class Outbox(Protocol):
+    """The journal's outbox, as the MQTT publisher drains it."""
+
+    @property
+    def table_id(self) -> str: ...
+
+    def new_round_id(self) -> str: ...
+
+    def message_seq(self) -> int: ...
+
+    def pending(self, limit: int = 100) -> list[OutboxRow]: ...
+
+    def ack_many(self, msg_ids: Sequence[str]) -> int: ...
+
+    def mark_attempts(self, msg_ids: Sequence[str]) -> None: ...
+
+    def mark_replay(self) -> int: ...
+
+    def outbox_pending(self) -> int: ...
+
+    def recent_command_ids(self, since: str) -> list[tuple[str, str]]: ...
+
+
+class History(Protocol):
+    """The journal's record, as the pages read it (queries that take a while open the file
+    read-only in a thread: ``path``)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def table_id(self) -> str: ...
+
+    def get_round(self, round_id: str) -> RoundRecord | None: ...
+
+    def recent_rounds(self, limit: int = 50, offset: int = 0) -> list[RoundRecord]: ...
+
+    def remembered(self, name: str) -> Any: ...
+
+    def chain_position(self) -> tuple[int, str] | None:
+        """The hash chain's head: the last event's row and link."""
+        ...
+
+    def round_counts_by_hour(self, since: datetime | None = None) -> list[HourCount]: ...
+
+    def stats(self) -> JournalStats: ...
+
+
+class JournalView(Outbox, History, Protocol):
+    """The journal as a service sees it."""

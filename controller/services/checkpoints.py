@@ -1,0 +1,75 @@
+"""Signed checkpoints of the journal's hash chain on MQTT (docs/audit.md), a service: at every
+round's close and, while events come, every ``[mqtt] checkpoint_interval`` seconds, the chain's
+head signed with the checkpoint key is journaled (a ``checkpoint`` event) and queued on
+``<prefix>checkpoint``. The casino keeps anchors the table cannot rewrite, up to the last round
+closed. Nothing is signed while the table is in a journal fault (nothing can be journaled).
+
+What it does not protect against: a key stolen from the table computer signs whatever the thief
+likes; the casino must keep its copy of the checkpoints (``audit verify --feed``) to prove a tail
+that was cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any, Protocol
+
+from controller.clock import iso
+from controller.journal.checkpoints import sign_checkpoint
+from controller.messages import CheckpointPayload
+from controller.ports import EffectSource, EventRecorder, OutboxStore, TableView
+from controller.table import Effect, RoundClosed
+
+
+class CheckpointHost(EffectSource, OutboxStore, TableView, EventRecorder, Protocol):
+    """What checkpoints use: closed rounds, the chain's head, a journaled event of their own."""
+
+
+class CheckpointService:
+    name = "checkpoints"
+
+    def __init__(self, key: bytes, key_id: str, *, interval: float, tick: float = 1.0) -> None:
+        self._key = key
+        self._key_id = key_id
+        self.interval = interval
+        self.tick = tick
+        #: When the last checkpoint was made, and its own row in the journal.
+        self.last: tuple[datetime, int] | None = None
+        self._host: CheckpointHost | None = None
+
+    async def run(self, host: CheckpointHost) -> None:
+        self._host = host
+        host.subscribe(self._on_effect)
+        while True:
+            await asyncio.sleep(self.tick)
+            self.checkpoint(host, host.clock())
+
+    def _on_effect(self, effect: Effect) -> None:
+        # Every close anchored outside the table: the casino's copy proves the tail.
+        if isinstance(effect, RoundClosed) and self._host is not None:
+            self.checkpoint(self._host, self._host.clock(), every_round=True)
+
+    def checkpoint(self, host: CheckpointHost, now: datetime, *, every_round: bool = False) -> None:
+        """A checkpoint now, if events came since the last (and, between rounds, if the
+        interval passed)."""
+        if host.table.fault is not None:
+            return
+        last = self.last
+        if not every_round and last is not None and (now - last[0]).total_seconds() < self.interval:
+            return
+        position = host.journal.chain_position()
+        if position is None or (last is not None and position[0] == last[1]):
+            return
+        body: dict[str, Any] = {
+            "table_id": host.config.table.id,
+            "event_id": position[0],
+            "chain": position[1],
+            "made_at": iso(now, "microseconds"),
+        }
+        payload = CheckpointPayload(
+            **body, key_id=self._key_id, hmac=sign_checkpoint(self._key, body)
+        )
+        row = host.record_own("checkpoint", payload)
+        if row is not None:
+            self.last = (now, row)  # its own row: nothing new until another event
