@@ -184,9 +184,12 @@ async def test_systemd_notify_ready_watchdog_and_stopping(tmp_path: Path) -> Non
             await asyncio.to_thread(receive_until, "READY=1")
             await asyncio.to_thread(receive_until, "WATCHDOG=1")
             pings = sum("WATCHDOG=1" in m for m in seen)
-            await asyncio.to_thread(
-                lambda: [seen.append(server.recv(4096).decode()) for _ in range(3)]
-            )
+
+            def receive_three() -> None:
+                for _ in range(3):
+                    seen.append(server.recv(4096).decode())
+
+            await asyncio.to_thread(receive_three)
             assert sum("WATCHDOG=1" in m for m in seen) >= pings + 2  # pinging at half of 0.4 s
             assert time.monotonic() - started < 15
             proc.send_signal(signal.SIGTERM)

@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -70,13 +70,14 @@ def _count(journal: Path, kind: str) -> int:
     return len(_query(journal, f"SELECT id FROM events WHERE kind = '{kind}'"))
 
 
-async def _until(condition, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
+async def _until(
+    condition: Callable[[], bool], proc: subprocess.Popen[bytes], timeout: float = 30
+) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if proc.poll() is not None:
-            pytest.fail(
-                f"run exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}"
-            )
+            stderr = proc.stderr.read().decode() if proc.stderr else ""
+            pytest.fail(f"run exited {proc.returncode}: {stderr}")
         if time.monotonic() > deadline:
             proc.kill()
             pytest.fail(f"not in time: {proc.communicate()[1].decode()[-2000:]}")
@@ -109,12 +110,12 @@ async def test_a_full_disk_through_a_kill_and_restarts_loses_no_deal(
             for n in (1, 2):
                 await rng.press()
                 dealt.append((await shuffler.deal()).shuffle_id)
-                await _until(
-                    lambda n=n: (
-                        len(_query(journal, "SELECT 1 FROM rounds WHERE status = 'settled'")) == n
-                    ),
-                    proc,
-                )
+
+                def settled(count: int = n) -> bool:
+                    rows = _query(journal, "SELECT 1 FROM rounds WHERE status = 'settled'")
+                    return len(rows) == count
+
+                await _until(settled, proc)
             filler = _fill(small_disk)
             for _ in range(3):  # the first tilts the table; all three are seen on the line
                 await rng.press()

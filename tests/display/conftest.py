@@ -18,6 +18,7 @@ from typing import NoReturn
 import pytest
 import pytest_asyncio
 from playwright import async_api as playwright_api
+from playwright.async_api import ViewportSize
 
 from controller.display import DisplayService
 from controller.display.dealers import hash_pin
@@ -34,8 +35,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-KIOSK = {"width": 1920, "height": 1080}
-SMALL_KIOSK = {"width": 1280, "height": 800}
+KIOSK: ViewportSize = {"width": 1920, "height": 1080}
+SMALL_KIOSK: ViewportSize = {"width": 1280, "height": 800}
 WAIT_MS = 10_000
 
 
@@ -86,7 +87,7 @@ async def kiosk(
     workdir: Path,
     *,
     path: str = "/dealer",
-    viewport: dict[str, int] | None = None,
+    viewport: ViewportSize | None = None,
     config_extra: str = "",
     seed: int = 1,
     display: DisplayService | None = None,

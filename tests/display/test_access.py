@@ -17,7 +17,8 @@ from aiohttp.test_utils import make_mocked_request
 from controller.display import DisplayService
 from controller.display.access import AccessPolicy, is_loopback_address
 from controller.display.dealers import Lockouts
-from controller.display.server import POLICY_KEY, PinGuard, access_middleware
+from controller.display.server import POLICY_KEY, access_middleware
+from controller.display.supervisors import PinGuard
 from tests.display.conftest import unavailable, write_secret
 from tests.harness import running_table
 

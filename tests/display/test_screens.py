@@ -31,7 +31,7 @@ from tests.harness import RunningTable
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-SMALL_SCREEN = {"width": 800, "height": 480}  # as the kiosk fixture takes it
+SMALL_SCREEN: ViewportSize = {"width": 800, "height": 480}
 SMALLEST: ViewportSize = {"width": 800, "height": 480}
 MEDIUM: ViewportSize = {"width": SMALL_KIOSK["width"], "height": SMALL_KIOSK["height"]}
 KIOSK: ViewportSize = {"width": 1920, "height": 1080}

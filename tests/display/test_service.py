@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -40,7 +42,12 @@ def _result(two_jacks: bool, status: str = "settled") -> dict[str, object]:
 
 
 def test_figures_count_settled_rounds_only() -> None:
-    results = [_result(False), _result(True), {"status": "dead", "dealer": None}, None]
+    results: list[Mapping[str, Any] | None] = [
+        _result(False),
+        _result(True),
+        {"status": "dead", "dealer": None},
+        None,
+    ]
     jacks = two_jacks(results)
     assert (jacks["rounds"], jacks["two_jacks"], jacks["rate"]) == (2, 1, 0.5)
     assert jacks["series"][-1] == {"rounds": 2, "rate": 0.5}

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, Page, ViewportSize, expect
 
 from controller.table import Refusal
 from simulators.demo import DEMO_CONFIG
@@ -157,7 +157,7 @@ async def test_a_silent_controller_is_called_out_and_recovers(
             await context.close()
 
 
-SMALLEST = {"width": 800, "height": 480}
+SMALLEST: ViewportSize = {"width": 800, "height": 480}
 
 
 async def _inside(page: Page, selector: str) -> None:

@@ -194,7 +194,7 @@ def test_a_duplicate_between_deal_and_stub() -> None:
 def test_a_foreign_card_is_a_misdeal_with_an_alarm(foreign: object) -> None:
     packets, _stub = deal()
     packets[1][3] = foreign  # type: ignore[call-overload]
-    check = check_deal(packets)  # type: ignore[arg-type]
+    check = check_deal(packets)
     assert (check.status, codes(check), check.alarm) == ("misdeal", ["foreign_card"], True)
     assert check.reasons[0].packet == 2
 

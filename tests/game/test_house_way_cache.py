@@ -20,7 +20,7 @@ from controller.game.house_way_cache import (
     pattern_hands,
     write_tables,
 )
-from controller.game.setting import Rules
+from controller.game.setting import Rules, WheelRank
 
 WHEELS = (Rules(), Rules(wheel_rank="lowest"))
 CACHES = {r.wheel_rank: HouseWayCache.packaged(r) for r in WHEELS}
@@ -53,7 +53,7 @@ def test_every_pattern_is_in_the_table_and_none_can_make_a_flush() -> None:
     hand=st.lists(st.integers(0, 52), min_size=7, max_size=7, unique=True),
     wheel=st.sampled_from(["second_highest", "lowest"]),
 )
-def test_the_cache_sets_every_hand_as_the_rule_code(hand: list[int], wheel: str) -> None:
+def test_the_cache_sets_every_hand_as_the_rule_code(hand: list[int], wheel: WheelRank) -> None:
     cache = CACHES[wheel]
     assert cache.setting(hand) == house_way(hand, cache.rules)
     assert cache.setting(hand).rule == house_way(hand, cache.rules).rule
@@ -76,10 +76,10 @@ def test_random_hands_many_and_no_entry_computed_at_run_time() -> None:
     commas=st.booleans(),
 )
 def test_the_cli_batch_line_is_the_rule_codes_line_byte_for_byte(
-    hand: list[int], wheel: str, commas: bool
+    hand: list[int], wheel: WheelRank, commas: bool
 ) -> None:
     text = (", " if commas else " ").join(str(DECK[c]) for c in hand)
-    rules = Rules(wheel_rank=wheel)  # type: ignore[arg-type]
+    rules = Rules(wheel_rank=wheel)
     fast = STREAMS[wheel].line(text)
     assert fast == _slow_record(1, text, rules)[0]
 

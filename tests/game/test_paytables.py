@@ -22,7 +22,7 @@ from controller.game.paytables import (
 )
 
 # docs/rules.md §8 Chan Chu table, copied here by hand so that a typo in the module cannot hide.
-_ = None
+_: None = None
 CHAN_CHU_TABLE = {
     "any_7_straight_flush": (5000, 2000, _, _, _),
     "natural_7_straight_flush": (_, _, 5000, 8000, 2500),

@@ -12,8 +12,10 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -43,8 +45,12 @@ class Clock:
 
 
 def write_journal(
-    path: Path, rounds: int, *, pending: set[int] = frozenset(), gap: timedelta = timedelta(hours=1)
-) -> Clock:  # type: ignore[assignment]
+    path: Path,
+    rounds: int,
+    *,
+    pending: AbstractSet[int] = frozenset(),
+    gap: timedelta = timedelta(hours=1),
+) -> Clock:
     """A journal of ``rounds`` settled rounds an hour apart, each with three events and a loose
     alarm between rounds; rounds numbered in ``pending`` keep a message in the outbox."""
     clock = Clock()
@@ -204,7 +210,7 @@ def test_old_rounds_go_to_a_checksummed_archive_then_leave_the_journal(tmp_path:
         assert again.rounds == 0 and again.files == ()
         assert j.integrity_check() == ["ok"]
     assert len(report.files) == 3  # batches of 10
-    archived: dict[str, dict[str, object]] = {}
+    archived: dict[str, dict[str, Any]] = {}
     loose = 0
     for file in report.files:
         ok, line = verify_archive(file)

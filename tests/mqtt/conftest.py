@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import aiomqtt
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import pytest
 from paho.mqtt.properties import Properties
 

@@ -240,7 +240,7 @@ def test_release_checksums_and_their_detached_signature(built: Built, tmp_path: 
     run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", key], cwd=tmp_path)
     run(["openssl", "pkey", "-in", key, "-pubout", "-out", public], cwd=tmp_path)
     run([REPO / "packaging" / "sign-release", key, dist], cwd=tmp_path)
-    verify = [
+    verify: list[str | Path] = [
         "openssl", "pkeyutl", "-verify", "-pubin", "-inkey", public, "-rawin",
         "-in", dist / "SHA256SUMS", "-sigfile", dist / "SHA256SUMS.sig",
     ]  # fmt: skip

@@ -229,7 +229,7 @@ def test_the_installed_table_starts_as_paigow_settles_and_authenticates(
 def test_a_planted_pyc_or_pth_in_the_installed_venv_stops_run(deb_installed: Path) -> None:
     [site] = list((VENV / "lib").glob("python3*/site-packages"))
     source = site / "controller" / "game" / "paytables.py"
-    pyc = Path(bootstrap.cache_from_source(str(source)))  # type: ignore[attr-defined]
+    pyc = Path(bootstrap.cache_from_source(str(source)))
     original = pyc.read_bytes()
     st = source.stat()
     code = compile(source.read_bytes() + b"\nMARK = 40\n", str(source), "exec")

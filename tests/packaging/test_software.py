@@ -177,7 +177,7 @@ def test_a_planted_pyc_that_python_would_load_is_found(
     installed: Installed, tmp_path: Path
 ) -> None:
     source = _site(installed) / "controller" / "game" / "paytables.py"
-    pyc = Path(bootstrap.cache_from_source(str(source)))  # type: ignore[attr-defined]
+    pyc = Path(bootstrap.cache_from_source(str(source)))
     assert pyc.is_file()  # pip compiled it at install, and the seal lists it
     before = _authenticate(installed)["hmac_sha256"]
     text = source.read_bytes()
@@ -274,7 +274,7 @@ def test_commands_never_write_bytecode_into_the_installation(installed: Installe
     """A module whose .pyc is missing (sealed that way): the CLI imports it and must not write
     one, or the next start would find a file the seal does not list."""
     source = _site(installed) / "controller" / "cli" / "audit.py"
-    pyc = Path(bootstrap.cache_from_source(str(source)))  # type: ignore[attr-defined]
+    pyc = Path(bootstrap.cache_from_source(str(source)))
     manifest = installed.venv / "paigow-table.manifest"
     with _restored(pyc, manifest):
         pyc.unlink()

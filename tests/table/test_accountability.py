@@ -6,6 +6,7 @@ its supervisor, and commands refused before the table (alarmed once a source kee
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TypedDict, Unpack
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -125,7 +126,14 @@ def _settled(table: Table, seed: int = 4) -> RoundPayload:
     return result.payload
 
 
-def _correct(seat: SeatOut, **fields: str) -> PlayerSetting:
+class _Correction(TypedDict, total=False):
+    """What a correction adds to a setting: the supervisor who allows it and why."""
+
+    by: str
+    reason: str
+
+
+def _correct(seat: SeatOut, **fields: Unpack[_Correction]) -> PlayerSetting:
     """Seat ``seat``'s setting entered again (front: its first two cards)."""
     return PlayerSetting(seat=seat.seat, front=(seat.cards[0], seat.cards[1]), **fields)
 

@@ -1,0 +1,99 @@
+"""`paigow-table` as a command: its help names every subcommand, a wrong or missing subcommand is
+a usage error (status 2), and `check-config` names a misspelt key and fails."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.cli import _registrars, build_parser, main
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_CONFIG = REPO / "config" / "table.example.toml"
+
+# Every subcommand controller/cli/main.py registers (house-way itself, the others through
+# _registrars: table, journal, audit, analyze, monitor and the pit).
+SUBCOMMANDS = {
+    "house-way",
+    "run",
+    "check-config",
+    "demo",
+    "kiosk",
+    "journal",
+    "dealer-pin",
+    "supervisor-pin",
+    "authenticate",
+    "software",
+    "audit",
+    "analyze",
+    "monitor",
+    "schemas",
+    "sign-command",
+    "pit",
+}
+
+
+def paigow_table(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command as a person runs it, in its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+
+
+def registered() -> set[str]:
+    """The subcommands the parser accepts."""
+    parser = build_parser(_registrars())
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return set(sub.choices)
+
+
+def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: paigow-table ")
+    listed = set(re.findall(r"^ {4}([a-z][a-z-]*)(?: |$)", out, re.MULTILINE))
+    assert listed >= SUBCOMMANDS, SUBCOMMANDS - listed
+    assert listed == registered()  # none is hidden from the help
+
+
+def test_an_unknown_subcommand_is_a_usage_error() -> None:
+    done = paigow_table("no-such-command")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("usage: paigow-table ")
+    assert "invalid choice: 'no-such-command'" in done.stderr
+
+
+def test_no_subcommand_is_a_usage_error() -> None:
+    done = paigow_table()
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: paigow-table ")
+    assert "the following arguments are required: COMMAND" in done.stderr
+
+
+def test_check_config_names_a_misspelt_key_and_fails(tmp_path: Path) -> None:
+    good = tmp_path / "table.toml"
+    good.write_text(EXAMPLE_CONFIG.read_text())
+    checked = paigow_table("check-config", str(good))
+    assert checked.returncode == 0, checked.stderr
+    assert f"{good}: OK" in checked.stdout
+
+    text = EXAMPLE_CONFIG.read_text()
+    assert text.count("\n[table]\n") == 1
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("\n[table]\n", '\n[table]\ntabel_colour = "red"\n'))
+    refused = paigow_table("check-config", str(bad))
+    assert refused.returncode != 0
+    assert f"{bad}: table.tabel_colour: unknown key" in refused.stderr, refused.stderr
+    assert ": OK" not in refused.stdout

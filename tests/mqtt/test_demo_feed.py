@@ -1,0 +1,40 @@
+"""`paigow-table demo` in process: it publishes its rounds and status on a private Mosquitto and
+prints the feed and the pages' addresses."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+from controller.cli import _registrars, build_parser
+from simulators.demo import run_demo
+
+
+async def test_the_demo_publishes_and_prints_the_feed(tmp_path: Path) -> None:
+    args = build_parser(_registrars()).parse_args(
+        [
+            "demo",
+            "--rounds",
+            "2",
+            "--interval",
+            "0",
+            "--seed",
+            "3",
+            "--mqtt-port",
+            "0",
+            "--http-port",
+            "0",
+        ]
+    )
+    args.journal = str(tmp_path / "journal.sqlite3")
+    out = io.StringIO()
+    assert await run_demo(args, out) == 0
+    text = out.getvalue()
+    assert "MQTT: a private Mosquitto on 127.0.0.1:" in text
+    feed = [line for line in text.splitlines() if line.startswith("  mqtt ▸ ")]
+    rounds = [line for line in feed if " paigow.round " in line]
+    assert len(rounds) == 2 and "round 1 " in rounds[0] and "round 2 " in rounds[1]
+    assert any(" paigow.status " in line and "online" in line for line in feed)
+    # The pages are announced at the port the server got (asked for any free port).
+    assert re.search(r"dealer page http://127\.0\.0\.1:[1-9]\d*/dealer", text), text[:400]

@@ -1,0 +1,72 @@
+"""What goes on the wire and comes off it, without a broker: a replayed row changes only its
+`replayed` field, and commands are validated by topic and body."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from controller.journal import OutboxRow
+from controller.messages import EnterDice, VoidRound, parse_command
+from controller.mqtt.wire import (
+    COMMAND_SIZE_LIMIT,
+    CommandRefused,
+    parse_command_message,
+    wire_payload,
+)
+from tests.mqtt.conftest import PREFIX
+
+
+def _row(payload: dict[str, object], replay: bool) -> OutboxRow:
+    data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    return OutboxRow("T-1", 7, "T", f"{PREFIX}round", data, 1, False, "now", 0, replay, None)
+
+
+def test_a_replayed_row_changes_only_its_replayed_field() -> None:
+    envelope = {
+        "schema": "paigow.round",
+        "version": 1,
+        "msg_id": "PG-T1-01ABC",
+        "table_id": "PG-T1",
+        "seq": 7,
+        "time": "2025-01-01T00:00:00.000Z",
+        "replayed": False,
+        "payload": {"detail": 'a “quote” and "replayed":false inside'},
+    }
+    live = _row(envelope, replay=False)
+    assert wire_payload(live) is live.payload
+    again = wire_payload(_row(envelope, replay=True))
+    assert json.loads(again) == {**envelope, "replayed": True}
+    assert again == live.payload.replace(
+        b'"replayed":false,"payload"', b'"replayed":true,"payload"'
+    )
+
+
+def test_commands_are_validated_by_topic_and_body() -> None:
+    def parse(topic: str, body: bytes) -> object:
+        return parse_command_message(PREFIX, f"{PREFIX}{topic}", body)
+
+    assert parse("cmd/status_request", b"") == parse_command({"kind": "status_request"})
+    dice = parse("cmd/enter_dice", b'{"dice": [1, 2, 3]}')
+    assert isinstance(dice, EnterDice) and dice.dice == (1, 2, 3)
+    void = parse("cmd/void_round", b'{"kind": "void_round", "request_id": "r"}')
+    assert isinstance(void, VoidRound) and void.request_id == "r" and void.round_id is None
+    refusals = {
+        ("cmd/open_table", b'{"kind": "close_table", "request_id": "x"}'): "does not match",
+        ("cmd/nope", b"{}"): "unknown command",
+        ("cmd/void_round/x", b"{}"): "not a command topic",
+        ("cmd/status_request", b" " * (COMMAND_SIZE_LIMIT + 1)): "too large",
+        ("cmd/enter_dice", b'{"dice": [1, 2], "request_id": "x"}'): "dice",
+        ("cmd/set_seats", b'"seats"'): "expected a JSON object",
+        ("cmd/status_request", b"\xc3\x28"): "not UTF-8",
+        ("cmd/status_request", b"{" * 9000): "expected a JSON object",
+    }
+    for (topic, body), expected in refusals.items():
+        with pytest.raises(CommandRefused) as caught:
+            parse(topic, body)
+        assert expected in caught.value.error, (topic, caught.value.error)
+        if b'"request_id": "x"' in body:
+            assert caught.value.request_id == "x"
+    with pytest.raises(CommandRefused, match="not a command topic"):
+        parse_command_message(PREFIX, "casino/demo/paigow/PG-T2/cmd/open_table", b"{}")
