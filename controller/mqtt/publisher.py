@@ -589,61 +589,13 @@ class MqttService:
             log.warning("command_ignored", topic=topic[:200], error="not this table's topic")
             return
         name = topic.removeprefix(f"{prefix}cmd/")
-        response_topic, correlation = _response_topic(message)
-        allowed = (host.topic("reply/"), *host.config.mqtt.reply_prefixes)
-        if response_topic is not None and not response_topic.startswith(allowed):
-            # A caller must not make the table publish elsewhere (on its own round topic, say).
-            log.warning("response_topic_refused", topic=response_topic[:200], command=name)
-            response_topic = None
-        reply_topic = response_topic or host.topic(f"reply/{name}")
+        reply_topic, correlation = _reply_route(host, message, name)
         try:
             command = self._parse(host, topic, payload)
         except CommandRefused as exc:
-            self.refused += 1
-            log.warning("command_refused", topic=topic[:200], size=len(payload), error=exc.error)
-            try:
-                self._report_refusal(host, topic, name, exc)
-            except Exception as failure:  # the reply still goes out
-                log.error("command_refusal_not_journaled", topic=topic[:200], error=str(failure))
-            reply = ReplyPayload(ok=False, error=exc.error, request_id=exc.request_id, data=None)
+            reply = self._refuse(host, topic, name, len(payload), exc)
         else:
-            self.commands += 1
-            try:
-                answer = await host.submit(command, origin=Origin("mqtt", topic))
-                data = answer.data
-                if answer.ok and isinstance(command, Authenticate) and data is not None:
-                    data = {**data, **await asyncio.to_thread(_authenticate, command.nonce)}
-                reply = ReplyPayload(
-                    ok=answer.ok, error=answer.error, request_id=answer.request_id, data=data
-                )
-            except TimeoutError:
-                reply = ReplyPayload(
-                    ok=False,
-                    error="the table did not answer in time",
-                    request_id=command.request_id,
-                    data=None,
-                )
-            except Exception as exc:  # still answered; the log has the defect
-                log.error(
-                    "command_failed",
-                    kind=command.kind,
-                    request_id=command.request_id,
-                    error=_describe(exc),
-                    exc_info=exc,
-                )
-                reply = ReplyPayload(
-                    ok=False,
-                    error="the table could not run the command (an internal error, logged)",
-                    request_id=command.request_id,
-                    data=None,
-                )
-            log.info(
-                "command",
-                kind=command.kind,
-                request_id=command.request_id,
-                ok=reply.ok,
-                error=reply.error,
-            )
+            reply = await self._run(host, topic, command)
         properties = None
         if correlation is not None:
             properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
@@ -656,6 +608,73 @@ class MqttService:
         )
         if code.is_failure:
             log.warning("command_reply_refused", topic=reply_topic[:200], reason=str(code))
+
+    def _refuse(
+        self, host: PublisherHost, topic: str, name: str, size: int, exc: CommandRefused
+    ) -> ReplyPayload:
+        """A command refused before the table: counted, logged, journaled, answered."""
+        self.refused += 1
+        log.warning("command_refused", topic=topic[:200], size=size, error=exc.error)
+        try:
+            self._report_refusal(host, topic, name, exc)
+        except Exception as failure:  # the reply still goes out
+            log.error("command_refusal_not_journaled", topic=topic[:200], error=str(failure))
+        return ReplyPayload(ok=False, error=exc.error, request_id=exc.request_id, data=None)
+
+    async def _run(self, host: PublisherHost, topic: str, command: Command) -> ReplyPayload:
+        """A command handed to the table; its reply (a timeout or a defect is answered too)."""
+        self.commands += 1
+        try:
+            answer = await host.submit(command, origin=Origin("mqtt", topic))
+            data = answer.data
+            if answer.ok and isinstance(command, Authenticate) and data is not None:
+                data = {**data, **await asyncio.to_thread(_authenticate, command.nonce)}
+            reply = ReplyPayload(
+                ok=answer.ok, error=answer.error, request_id=answer.request_id, data=data
+            )
+        except TimeoutError:
+            reply = ReplyPayload(
+                ok=False,
+                error="the table did not answer in time",
+                request_id=command.request_id,
+                data=None,
+            )
+        except Exception as exc:  # still answered; the log has the defect
+            log.error(
+                "command_failed",
+                kind=command.kind,
+                request_id=command.request_id,
+                error=_describe(exc),
+                exc_info=exc,
+            )
+            reply = ReplyPayload(
+                ok=False,
+                error="the table could not run the command (an internal error, logged)",
+                request_id=command.request_id,
+                data=None,
+            )
+        log.info(
+            "command",
+            kind=command.kind,
+            request_id=command.request_id,
+            ok=reply.ok,
+            error=reply.error,
+        )
+        return reply
+
+
+def _reply_route(
+    host: PublisherHost, message: aiomqtt.Message, name: str
+) -> tuple[str, bytes | None]:
+    """Where the reply goes and its correlation data: the MQTT 5 response topic when it is
+    under an allowed prefix (a caller must not make the table publish elsewhere, on its own
+    round topic, say), else ``<prefix>reply/<command>``."""
+    response_topic, correlation = _response_topic(message)
+    allowed = (host.topic("reply/"), *host.config.mqtt.reply_prefixes)
+    if response_topic is not None and not response_topic.startswith(allowed):
+        log.warning("response_topic_refused", topic=response_topic[:200], command=name)
+        response_topic = None
+    return response_topic or host.topic(f"reply/{name}"), correlation
 
 
 def _authenticate(nonce: str) -> dict[str, Any]:
