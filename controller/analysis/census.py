@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -116,13 +116,8 @@ def take_census(
 
     if progress is not None:
         progress.start(len(chunks))
-    if workers <= 1:
-        for chunk in chunks:
-            merge(_census_chunk(chunk))
-    else:
-        with multiprocessing.Pool(workers) as pool:
-            for part in pool.imap(_census_chunk, chunks):
-                merge(part)
+    for part in _parts(chunks, workers):
+        merge(part)
     if progress is not None:
         progress.finish()
     census = Census(
@@ -131,6 +126,15 @@ def take_census(
     if census.total != hand_count(ranks):
         raise AssertionError(f"the census counts {census.total} hands, not {hand_count(ranks)}")
     return census
+
+
+def _parts(chunks: list[_Chunk], workers: int) -> Iterator[_Partial]:
+    """Each chunk's census, in order: here, or in ``workers`` processes."""
+    if workers <= 1:
+        yield from map(_census_chunk, chunks)
+        return
+    with multiprocessing.Pool(workers) as pool:
+        yield from pool.imap(_census_chunk, chunks)
 
 
 _CACHE: dict[tuple[int, ...], Census] = {}
