@@ -492,60 +492,26 @@ class Table:
         return effects
 
     def _handle(self, event: TableEvent, source: tuple[str, str]) -> list[Effect]:
-        match event:
-            case DealStarted():
-                return self._deal_started(event)
-            case PacketDealt():
-                return self._packet(event)
-            case CardDealt():
-                return self._card(event)
-            case StubVerified():
-                return self._stub(event)
-            case DealEnded():
-                return self._deal_ended(event)
-            case PositionDrawn():
-                return self._position(event)
-            case DeviceOnline() | DeviceOffline():
-                return self._device(event)
-            case DeviceFault():
-                return [
-                    self._alarm(
-                        "device_fault",
-                        "warning",
-                        f"{event.code}: {event.detail}".rstrip(": "),
-                        event.device,
-                    )
-                ]
-            case FrameError():
-                return [
-                    self._alarm(
-                        "frame_error",
-                        "warning",
-                        f"{event.error}: {event.detail}".rstrip(": "),
-                        event.device,
-                    )
-                ]
-            case Tick():
-                return self._tick(event.now)
-            case NoiseSummary():
-                return self._noise(event)
-            case DiskSpace():
-                return [self._disk_space(event)]
-            case ClockSync():
-                before, self.clock_synchronized = self.clock_synchronized, event.synchronized
-                said: list[Effect] = [StatusChanged(self.status())]
-                # Synchronised at the first look is no news; losing it, or getting it back, is.
-                if not event.synchronized or before is False:
-                    said.insert(0, self._clock_sync(event))
-                return said
-            case JournalRecovered():
-                return self._recover(event.now)
-            case Refusal():
-                return self._refused(event)
-            case ProtectionFinding():
-                return self._protection(event.finding)
-            case _:
-                return self._command(event, source)
+        handler = _EVENTS.get(type(event))
+        if handler is None:
+            return self._command(event, source)  # type: ignore[arg-type]  # the rest: commands
+        return handler(self, event)
+
+    def _device_fault(self, event: DeviceFault) -> list[Effect]:
+        detail = f"{event.code}: {event.detail}".rstrip(": ")
+        return [self._alarm("device_fault", "warning", detail, event.device)]
+
+    def _frame_error(self, event: FrameError) -> list[Effect]:
+        detail = f"{event.error}: {event.detail}".rstrip(": ")
+        return [self._alarm("frame_error", "warning", detail, event.device)]
+
+    def _clock_synced(self, event: ClockSync) -> list[Effect]:
+        before, self.clock_synchronized = self.clock_synchronized, event.synchronized
+        said: list[Effect] = [StatusChanged(self.status())]
+        # Synchronised at the first look is no news; losing it, or getting it back, is.
+        if not event.synchronized or before is False:
+            said.insert(0, self._clock_sync(event))
+        return said
 
     def status(self) -> StatusPayload:
         return StatusPayload(
@@ -1303,6 +1269,27 @@ class Table:
             ),
         ]
 
+
+#: Each event's handler (``Table._handle``; anything else is a command).
+_EVENTS: dict[type, Callable[[Table, Any], list[Effect]]] = {
+    DealStarted: lambda t, e: t._deal_started(e),
+    PacketDealt: lambda t, e: t._packet(e),
+    CardDealt: lambda t, e: t._card(e),
+    StubVerified: lambda t, e: t._stub(e),
+    DealEnded: lambda t, e: t._deal_ended(e),
+    PositionDrawn: lambda t, e: t._position(e),
+    DeviceOnline: lambda t, e: t._device(e),
+    DeviceOffline: lambda t, e: t._device(e),
+    DeviceFault: lambda t, e: t._device_fault(e),
+    FrameError: lambda t, e: t._frame_error(e),
+    Tick: lambda t, e: t._tick(e.now),
+    NoiseSummary: lambda t, e: t._noise(e),
+    DiskSpace: lambda t, e: [t._disk_space(e)],
+    ClockSync: lambda t, e: t._clock_synced(e),
+    JournalRecovered: lambda t, e: t._recover(e.now),
+    Refusal: lambda t, e: t._refused(e),
+    ProtectionFinding: lambda t, e: t._protection(e.finding),
+}
 
 #: Each command's handler: (table, command, source) → effects (``Table._command``).
 _COMMANDS: dict[type[Command], Callable[[Table, Any, tuple[str, str]], list[Effect]]] = {
