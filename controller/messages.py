@@ -255,6 +255,11 @@ class ProtectionPayload(Payload):
     rounds_seen: int = Field(ge=0, description="rounds the test has seen since its last reset")
     advice: str = Field(description="what to do: swap the device, call surveillance")
     severity: Literal["info", "warning", "critical"]
+    reference: str = Field(
+        "", description="what the test compared with: the exact null, or the earlier order"
+    )
+    alternative: str = Field("", description="the fault the alarmed CUSUM's ratio is against")
+    evidence: str = Field("", description="the observation behind it, for surveillance")
 
 
 class CheckpointPayload(Payload):

@@ -11,6 +11,24 @@ round as the controller would see it. All randomness comes from the ``random.Ran
 - ``stacked_aces``: each Ace lands in packet 3 about twice as often.
 - ``repeat_order``: every 20th deal repeats one of the last 10, exactly or with up to 3 swaps.
 - ``one_riffle``: each deal is one Gilbert–Shannon–Reeds riffle of the previous deal's order.
+
+Issue 24's devices (shuffles that actually happen, mild biases):
+
+- ``riffles_4`` … ``riffles_7``: k GSR riffles of the previous deal's whole order (k = 7 is
+  what Bayer–Diaconis call enough for 52 cards).
+- ``pickup_riffles_3``: three riffles of the order the cards came back in: the stub, then the
+  hands picked up by position 1–7, each hand's seven cards in the order its player left them
+  (uniformly rearranged).
+- ``two_decks_3``: two decks in rotation, each riffled three times from its own last order (the
+  deal before the previous).
+- ``shelf_10``: a one-pass shelf shuffler with 10 shelves (Diaconis–Fulman–Holmes 2013): each
+  card of the previous order goes to a uniform shelf, on top or at the bottom of its pile.
+- ``kept_together_03``: each pair of neighbours of the previous order stays together with
+  chance 0.3; the blocks are shuffled uniformly.
+- ``rng_7_at_1_2``: the RNG box (every round) draws 7 with chance 1.2/7, the rest equally.
+- ``die_6_at_019``: dice every round; the first die shows 6 with chance 0.19.
+- ``joker_to_seat``: half the time, after the draw, the joker is swapped into the hand that
+  goes to position 4.
 """
 
 from __future__ import annotations
@@ -89,6 +107,9 @@ class Scenario:
     draw: Callable[[random.Random, int], Draw]
     history: list[list[int]] = field(default_factory=list)
     deals: int = 0
+    #: After the draw: the deck rearranged knowing the positions its packets go to.
+    arrange: Callable[[random.Random, list[int], tuple[int, ...]], list[int]] | None = None
+    positions: list[tuple[int, ...]] = field(default_factory=list)  # of the recent deals
 
 
 def alternating_draw(rng: random.Random, n: int) -> Draw:
@@ -140,6 +161,130 @@ def fair_shuffle(rng: random.Random, history: list[list[int]], n: int) -> list[i
     return fair_deck(rng)
 
 
+def riffles(k: int, lag: int = 1) -> Callable[[random.Random, list[list[int]], int], list[int]]:
+    """k GSR riffles of the deck order ``lag`` deals back (a fair deck until there is one)."""
+
+    def deal(rng: random.Random, history: list[list[int]], n: int) -> list[int]:
+        if len(history) < lag:
+            return fair_deck(rng)
+        order = list(history[-lag])
+        for _ in range(k):
+            order = riffle(order, rng)
+        return order
+
+    return deal
+
+
+def pickup(order: list[int], positions: tuple[int, ...] | None, rng: random.Random) -> list[int]:
+    """The order the cards come back in: the stub, then the hands by position 1–7 (as dealt if
+    the positions are not known), each hand's cards in an order its player chose (uniform)."""
+    packets = [order[k * PACKET_SIZE : (k + 1) * PACKET_SIZE] for k in range(PACKETS)]
+    by_position = (
+        [packets[positions.index(p)] for p in range(1, PACKETS + 1)] if positions else packets
+    )
+    out = list(order[DEALT:])
+    for hand in by_position:
+        hand = list(hand)
+        rng.shuffle(hand)
+        out += hand
+    return out
+
+
+def pickup_riffles(
+    sc: Scenario, k: int
+) -> Callable[[random.Random, list[list[int]], int], list[int]]:
+    def deal(rng: random.Random, history: list[list[int]], n: int) -> list[int]:
+        if not history:
+            return fair_deck(rng)
+        order = pickup(history[-1], sc.positions[-1] if sc.positions else None, rng)
+        for _ in range(k):
+            order = riffle(order, rng)
+        return order
+
+    return deal
+
+
+def shelf_shuffle(order: list[int], shelves: int, rng: random.Random) -> list[int]:
+    """One pass of a shelf shuffler: each card in turn to a uniform shelf, on top of its pile or
+    at the bottom (even chances); the piles stacked shelf by shelf."""
+    piles: list[list[int]] = [[] for _ in range(shelves)]
+    tops: list[list[int]] = [[] for _ in range(shelves)]
+    for c in order:
+        s = rng.randrange(shelves)
+        (tops if rng.random() < 0.5 else piles)[s].append(c)
+    return [c for s in range(shelves) for c in (*reversed(tops[s]), *piles[s])]
+
+
+def shelved(shelves: int) -> Callable[[random.Random, list[list[int]], int], list[int]]:
+    def deal(rng: random.Random, history: list[list[int]], n: int) -> list[int]:
+        return shelf_shuffle(history[-1], shelves, rng) if history else fair_deck(rng)
+
+    return deal
+
+
+def kept_together(chance: float) -> Callable[[random.Random, list[list[int]], int], list[int]]:
+    """Neighbours of the previous order stay together with ``chance``; blocks shuffled."""
+
+    def deal(rng: random.Random, history: list[list[int]], n: int) -> list[int]:
+        if not history:
+            return fair_deck(rng)
+        blocks: list[list[int]] = []
+        for c in history[-1]:
+            if blocks and rng.random() < chance:
+                blocks[-1].append(c)
+            else:
+                blocks.append([c])
+        rng.shuffle(blocks)
+        return [c for b in blocks for c in b]
+
+    return deal
+
+
+def rng_favours(number: int, ratio: float) -> Callable[[random.Random, int], Draw]:
+    others = tuple(x for x in range(1, PACKETS + 1) if x != number)
+
+    def draw(rng: random.Random, n: int) -> Draw:
+        if rng.random() < ratio / PACKETS:
+            return "rng", number, None
+        return "rng", rng.choice(others), None
+
+    return draw
+
+
+def die_loaded(face: int, chance: float) -> Callable[[random.Random, int], Draw]:
+    others = tuple(x for x in range(1, 7) if x != face)
+
+    def draw(rng: random.Random, n: int) -> Draw:
+        first = face if rng.random() < chance else rng.choice(others)
+        return "dice", None, (first, rng.randint(1, 6), rng.randint(1, 6))
+
+    return draw
+
+
+def to_seat(
+    card: int, position: int, chance: float
+) -> Callable[[random.Random, list[int], tuple[int, ...]], list[int]]:
+    """With ``chance``, swap ``card`` into the packet that goes to ``position``."""
+
+    def arrange(rng: random.Random, deck: list[int], positions: tuple[int, ...]) -> list[int]:
+        if rng.random() >= chance:
+            return deck
+        lo = positions.index(position) * PACKET_SIZE
+        where = deck.index(card)
+        if not lo <= where < lo + PACKET_SIZE:
+            j = lo + rng.randrange(PACKET_SIZE)
+            deck[where], deck[j] = deck[j], deck[where]
+        return deck
+
+    return arrange
+
+
+def _pickup_scenario() -> Scenario:
+    sc = Scenario("pickup_riffles_3", fair_shuffle, alternating_draw)
+    sc.deck = pickup_riffles(sc, 3)
+    return sc
+
+
 BIASED: Final[dict[str, Callable[[], Scenario]]] = {
     "fair": lambda: Scenario("fair", fair_shuffle, alternating_draw),
     "rng_favours_3": lambda: Scenario("rng_favours_3", fair_shuffle, favour_3),
@@ -148,6 +293,19 @@ BIASED: Final[dict[str, Callable[[], Scenario]]] = {
     "stacked_aces": lambda: Scenario("stacked_aces", stacked(ACES), alternating_draw),
     "repeat_order": lambda: Scenario("repeat_order", repeating, alternating_draw),
     "one_riffle": lambda: Scenario("one_riffle", riffled, alternating_draw),
+    "riffles_4": lambda: Scenario("riffles_4", riffles(4), alternating_draw),
+    "riffles_5": lambda: Scenario("riffles_5", riffles(5), alternating_draw),
+    "riffles_6": lambda: Scenario("riffles_6", riffles(6), alternating_draw),
+    "riffles_7": lambda: Scenario("riffles_7", riffles(7), alternating_draw),
+    "pickup_riffles_3": _pickup_scenario,
+    "two_decks_3": lambda: Scenario("two_decks_3", riffles(3, lag=2), alternating_draw),
+    "shelf_10": lambda: Scenario("shelf_10", shelved(10), alternating_draw),
+    "kept_together_03": lambda: Scenario("kept_together_03", kept_together(0.3), alternating_draw),
+    "rng_7_at_1_2": lambda: Scenario("rng_7_at_1_2", fair_shuffle, rng_favours(7, 1.2)),
+    "die_6_at_019": lambda: Scenario("die_6_at_019", fair_shuffle, die_loaded(6, 0.19)),
+    "joker_to_seat": lambda: Scenario(
+        "joker_to_seat", fair_shuffle, alternating_draw, arrange=to_seat(JOKER_CODE, 4, 0.5)
+    ),
 }
 
 
@@ -167,16 +325,21 @@ def next_observation(
     """Deal the scenario's next round: deck order → seven packets of seven and the stub (given
     sorted, as the controller knows it), the packets' positions from the draw."""
     deck = sc.deck(rng, sc.history, sc.deals)
-    sc.history.append(deck)
-    del sc.history[:-10]
     method, number, dice = sc.draw(rng, sc.deals)
     sc.deals += 1
     first = position_from_dice(*dice) if dice is not None else position_from_rng(number or 1)
+    positions = packet_positions(first)
+    if sc.arrange is not None:
+        deck = sc.arrange(rng, list(deck), positions)
+    sc.history.append(deck)
+    del sc.history[:-10]
+    sc.positions.append(positions)
+    del sc.positions[:-10]
     return DealObservation(
         round_id=round_id or f"{sc.name}-{sc.deals}",
         packets=tuple(tuple(deck[i * PACKET_SIZE : (i + 1) * PACKET_SIZE]) for i in range(PACKETS)),
         stub=tuple(sorted(deck[DEALT:])),
-        positions=packet_positions(first),
+        positions=positions,
         draw_method=method,
         number=number,
         dice=dice,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
 from itertools import pairwise
@@ -23,6 +23,7 @@ from controller.protection import exact
 from controller.protection.cusum import Bank
 from controller.protection.exact import DEALT, DECK_CARDS, PACKET_SIZE, PACKETS
 from controller.protection.observation import DealObservation
+from controller.protection.orders import OrderView
 
 CELLS = PACKETS + 1  # seven packets, then the stub
 CELL_LABELS = (*(f"packet {k + 1}" for k in range(PACKETS)), "stub")
@@ -55,6 +56,8 @@ class Round:
     dealer_key: int
     recent: Sequence[tuple[tuple[int, ...], frozenset[int]]]  # earlier deals, oldest first
     inverse: list[int] | None  # see ``relative_order``
+    seat_of: list[int] = field(default_factory=list)  # card → position 0–6 after the draw, 7: stub
+    orders: list[OrderView] = field(default_factory=list)  # against earlier deals, newest first
 
 
 def relative_order(previous: Sequence[int], dealt: Sequence[int]) -> list[int]:
@@ -101,6 +104,18 @@ class Check(ABC):
     @abstractmethod
     def label(self, i: int) -> str:
         """What CUSUM i looks for, for a person."""
+
+    def reference(self, i: int) -> str:
+        """What CUSUM i compares with (the null, or the earlier order it is relative to)."""
+        return "the exact law of a fair device"
+
+    def alternative(self, i: int) -> str:
+        """The fault CUSUM i's likelihood ratio is against."""
+        return self.label(i)
+
+    def evidence(self, i: int) -> str:
+        """The latest or accumulated observation behind CUSUM i, for a person ("" if none)."""
+        return ""
 
     @abstractmethod
     def cells(self, worst: int) -> list[Cell]:
@@ -347,6 +362,8 @@ class RankCell(CountingCheck):
     severity = "critical"
     ranks = 13
     count_size = 13 * CELLS
+    by_seat = False
+    cell_labels = CELL_LABELS
 
     def __init__(self) -> None:
         self.llr: list[list[float]] = []
@@ -360,7 +377,7 @@ class RankCell(CountingCheck):
 
     def update(self, r: Round, now: datetime) -> tuple[int, float]:
         hits = [0] * (self.ranks * CELLS)
-        packet_of = r.packet_of
+        packet_of = r.seat_of if self.by_seat else r.packet_of
         for c in range(DECK_CARDS - 1):
             hits[(c >> 2) * CELLS + packet_of[c]] += 1
         indices = [j for j, m in enumerate(hits) if m]
@@ -372,14 +389,14 @@ class RankCell(CountingCheck):
 
     def label(self, i: int) -> str:
         rank = str(DECK[(i // CELLS) * 4])[0]
-        return f"{rank}s to {CELL_LABELS[i % CELLS]} too often"
+        return f"{rank}s to {self.cell_labels[i % CELLS]} too often"
 
     def cells(self, worst: int) -> list[Cell]:
         rank = worst // CELLS
         name = str(DECK[rank * 4])[0]
         return [
             Cell(
-                f"{name}s {CELL_LABELS[k]}",
+                f"{name}s {self.cell_labels[k]}",
                 self.counts[rank * CELLS + k],
                 self.rounds * self.mean[k],
             )

@@ -5,16 +5,38 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from controller.game.hands import evaluate
-from controller.protection.checks import CHECKS, Cell, Check, Round, relative_order
+from controller.protection.bias import CardSeat, DiceBias, RankSeat, RngBias
+from controller.protection.checks import CHECKS, Cell, Check, Round
 from controller.protection.exact import DEALT, DECK_CARDS, PACKET_SIZE, PACKETS
 from controller.protection.observation import DealObservation
+from controller.protection.orders import OrderView, order_view, where_dealt
+from controller.protection.shuffles import (
+    LAGS,
+    KeptTogether,
+    PickupOrder,
+    Riffles,
+    ShelfShuffler,
+)
 
-STATE_VERSION = 1
+STATE_VERSION = 1  # later additions are optional keys: a state without them still loads
+#: Every test, in panel order: today's first, then those of issue 24 (docs/protection.md).
+ALL_CHECKS = (
+    *CHECKS,
+    Riffles,
+    ShelfShuffler,
+    KeptTogether,
+    PickupOrder,
+    RngBias,
+    DiceBias,
+    CardSeat,
+    RankSeat,
+)
 Severity = Literal["info", "warning", "critical"]
 
 
@@ -91,6 +113,9 @@ class Finding:
     rounds_seen: int
     advice: str
     severity: Severity
+    reference: str = ""
+    alternative: str = ""
+    evidence: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +132,9 @@ class Finding:
             "rounds_seen": self.rounds_seen,
             "advice": self.advice,
             "severity": self.severity,
+            "reference": self.reference,
+            "alternative": self.alternative,
+            "evidence": self.evidence,
         }
 
 
@@ -131,6 +159,9 @@ class TestState:
     history: tuple[tuple[int, float], ...]
     cells: tuple[Cell, ...]
     advice: str = field(default="")
+    reference: str = ""
+    alternative: str = ""
+    evidence: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -149,6 +180,9 @@ class TestState:
             "history": [[n, s] for n, s in self.history],
             "cells": [c.to_dict() for c in self.cells],
             "advice": self.advice,
+            "reference": self.reference,
+            "alternative": self.alternative,
+            "evidence": self.evidence,
         }
 
 
@@ -174,9 +208,15 @@ class Watch:
     """Every protection test of one table. Pure: no I/O and no clock; times come in as
     arguments. Not thread-safe: call it from one task."""
 
-    def __init__(self, config: ProtectionConfig | None = None) -> None:
+    def __init__(
+        self,
+        config: ProtectionConfig | None = None,
+        *,
+        checks: Sequence[Callable[[], Check]] = ALL_CHECKS,
+    ) -> None:
+        """``checks``: the tests to run (all by default; the bench times today's alone)."""
         self.config = config or ProtectionConfig()
-        self._slots = [_Slot(cls(), self.config.chart_points) for cls in CHECKS]
+        self._slots = [_Slot(cls(), self.config.chart_points) for cls in checks]
         per_check = self.config.false_alarm_rate / len(self._slots)
         for slot in self._slots:
             # Each CUSUM may false-alarm at most per_check / size a round: e^-threshold.
@@ -186,6 +226,7 @@ class Watch:
             maxlen=self.config.recent_deals
         )
         self.rounds = 0
+        self._where: dict[int, list[int]] = {}  # id of a recent deal's tuple → ``where_dealt``
 
     @property
     def names(self) -> list[str]:
@@ -210,8 +251,33 @@ class Watch:
             categories[obs.positions[k] - 1] = key >> 20
             if obs.positions[k] == 1:
                 dealer_key = key
-        inverse = relative_order(self._recent[-1][0], dealt) if self._recent else None
-        r = Round(obs, dealt, packet_of, place_of, categories, dealer_key, self._recent, inverse)
+        seat_of = [PACKETS] * DECK_CARDS
+        for k, packet in enumerate(obs.packets):
+            seat = obs.positions[k] - 1
+            for c in packet:
+                seat_of[c] = seat
+        orders: list[OrderView] = []
+        for lag in LAGS:
+            if len(self._recent) >= lag:
+                earlier = self._recent[-lag][0]
+                where = self._where.get(id(earlier))
+                if where is None:
+                    where = self._where[id(earlier)] = where_dealt(earlier)
+                orders.append(order_view(lag, earlier, dealt, obs.stub, where))
+        # The previous deal's relative order (``checks.relative_order``), from the view.
+        inverse = orders[0].place if orders else None
+        r = Round(
+            obs,
+            dealt,
+            packet_of,
+            place_of,
+            categories,
+            dealer_key,
+            self._recent,
+            inverse,
+            seat_of,
+            orders,
+        )
         findings: list[Finding] = []
         every = self.config.chart_every
         for slot in self._slots:
@@ -226,6 +292,8 @@ class Watch:
             if check.rounds % every == 0:
                 slot.history.append((check.rounds, check.bank.top(check.rounds)[1]))
         self._recent.append((tuple(dealt), frozenset(obs.stub)))
+        kept = {id(d) for d, _ in list(self._recent)[-len(LAGS) :]}
+        self._where = {k: v for k, v in self._where.items() if k in kept}
         return findings
 
     def _finding(self, slot: _Slot, i: int, value: float, now: datetime) -> Finding:
@@ -245,6 +313,9 @@ class Watch:
             rounds_seen=check.rounds,
             advice=check.advice,
             severity=check.severity,  # type: ignore[arg-type]
+            reference=check.reference(i),
+            alternative=check.alternative(i),
+            evidence=check.evidence(i),
         )
 
     def reset(self, test: str | None, now: datetime) -> None:
@@ -281,6 +352,9 @@ class Watch:
                     history=tuple(slot.history),
                     cells=tuple(check.cells(worst)),
                     advice=check.advice,
+                    reference=check.reference(worst) if value > 0 else "",
+                    alternative=check.alternative(worst) if value > 0 else "",
+                    evidence=check.evidence(worst) if value > 0 else "",
                 )
             )
         return out

@@ -190,7 +190,7 @@ async def test_the_game_protection_panel_shows_a_weak_shuffler_caught(
 ) -> None:
     async with kiosk(browser, tmp_path, path="/supervisor", bias="one_riffle") as k:
         page, t = k.page, k.table
-        await expect(page.locator("#protection-tests li.ptest")).to_have_count(14)
+        await expect(page.locator("#protection-tests li.ptest")).to_have_count(22)
         await expect(page.locator("#protection-tests li.alarmed")).to_have_count(0)
         for n in range(5):
             await t.deal(rng_number=n + 1)

@@ -38,7 +38,7 @@ async def test_a_one_riffle_shuffler_is_caught_alarmed_and_acknowledged(
         found = await sub.until(on(f"{PREFIX}protection"))
         validate_message(found)
         p = found.json["payload"]
-        assert p["test"] in ("rising_sequences", "pair_survival")
+        assert p["test"] in ("rising_sequences", "pair_survival", "riffles")
         assert p["statistic"] >= p["threshold"] and 0 <= p["p_value"] < 1e-6
         assert "serviced" in p["advice"]
         alarm = await sub.seen(

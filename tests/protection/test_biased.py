@@ -22,6 +22,17 @@ def test_names() -> None:
         "stacked_aces",
         "repeat_order",
         "one_riffle",
+        "riffles_4",
+        "riffles_5",
+        "riffles_6",
+        "riffles_7",
+        "pickup_riffles_3",
+        "two_decks_3",
+        "shelf_10",
+        "kept_together_03",
+        "rng_7_at_1_2",
+        "die_6_at_019",
+        "joker_to_seat",
     }
     with pytest.raises(ValueError, match="unknown scenario"):
         scenario("nope")
@@ -73,3 +84,45 @@ def test_one_riffle_leaves_at_most_two_rising_sequences() -> None:
         assert sorted(out) == list(range(53))
         assert sum(1 for a, b in pairwise(order) if where[b] < where[a]) <= 1
         order = out
+
+
+def test_rng_7_at_1_2_and_die_6_at_019() -> None:
+    sc, r = scenario("rng_7_at_1_2"), random.Random(6)
+    numbers = [next_observation(sc, r).number for _ in range(N * 2)]
+    assert numbers.count(7) / (N * 2) == pytest.approx(1.2 / 7, abs=0.015)
+    sc, r = scenario("die_6_at_019"), random.Random(7)
+    dice = [next_observation(sc, r).dice for _ in range(N * 2)]
+    assert sum(1 for d in dice if d is not None and d[0] == 6) / (N * 2) == pytest.approx(
+        0.19, abs=0.015
+    )
+
+
+def test_joker_goes_to_position_4_a_bit_more_than_half_the_time() -> None:
+    sc, r = scenario("joker_to_seat"), random.Random(8)
+    hits = 0
+    for _ in range(N):
+        obs = next_observation(sc, r)
+        hits += any(
+            JOKER_CODE in p and pos == 4 for p, pos in zip(obs.packets, obs.positions, strict=True)
+        )
+    assert hits / N == pytest.approx(0.5 + 0.5 * 7 / 53, abs=0.025)
+
+
+def test_two_decks_alternate_and_kept_together_keeps_neighbours() -> None:
+    sc, r = scenario("two_decks_3"), random.Random(9)
+    deals = [next_observation(sc, r).dealt for _ in range(6)]
+    # three riffles of the deal two back: at most 8 rising sequences against it (common cards)
+    for a, b in zip(deals[2:], deals[4:], strict=False):
+        common = [c for c in b if c in a]
+        where = {c: i for i, c in enumerate(common)}
+        ref = [c for c in a if c in where]
+        assert 1 + sum(1 for x, y in pairwise(ref) if where[y] < where[x]) <= 8
+    sc, r = scenario("kept_together_03"), random.Random(10)
+    prev = next_observation(sc, r).dealt
+    total = 0
+    for _ in range(200):
+        now = next_observation(sc, r).dealt
+        after = {a: b for a, b in pairwise(prev)}
+        total += sum(1 for a, b in pairwise(now) if after.get(a) == b)
+        prev = now
+    assert total / 200 == pytest.approx(0.3 * 48 + 1, abs=2)

@@ -331,6 +331,8 @@ function renderProtectionDetail(t) {
     el("h3", { text: t.title }),
     el("p", { class: "watches", text: t.watches }),
     t.alarmed_since ? el("p", { class: "flag", text: `ALARM since ${dateTimeText(t.alarmed_since)}: ${t.worst}. ${t.advice}` }) : el("p", { class: "muted", text: t.worst ? `Closest to its threshold: ${t.worst}` : "Nothing unusual" }),
+    // Which reference and which alternative the leading CUSUM weighs, and what it saw (issue 24).
+    t.reference && el("p", { class: "evidence", text: `Against ${t.reference} · alternative: ${t.alternative}${t.evidence ? ` · ${t.evidence}` : ""}` }),
     chart,
     el("div", { class: "cells-head", text: "observed / exact expectation" }),
     el("ol", { class: "cells" }, rows));
