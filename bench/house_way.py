@@ -37,6 +37,7 @@ from controller.game.wagers import (
     push_ace_high,
     settle_envy,
 )
+from controller.game.way import load_way
 
 
 def best_rate(work: Callable[[], int], repeats: int) -> float:
@@ -117,6 +118,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({cached_rate / hw_rate:.2f}× the rule code)",
         flush=True,
     )
+    # The ways as data (issue 23): each shipped way at the table (Way.set: the rank-pattern
+    # table, the rules for hands that may make a flush) and by its rules alone.
+    way_rates: dict[str, float] = {}
+    for name in ("dealer-open", "classic"):
+        way = load_way(name)
+        way.cache(rules)  # loaded once per process, as at the table
+
+        def way_settings(way_set: Callable[..., object] = way.set) -> int:
+            for h in hands:
+                way_set(h, rules)
+            return len(hands)
+
+        def way_rule_settings(way_set: Callable[..., object] = way.set_by_rules) -> int:
+            for h in hands:
+                way_set(h, rules)
+            return len(hands)
+
+        way_rates[f"way_{name}_per_s"] = best_rate(way_settings, args.repeats)
+        way_rates[f"way_{name}_rules_per_s"] = best_rate(way_rule_settings, args.repeats)
+        print(
+            f"way {name + ':':<13} Way.set {way_rates[f'way_{name}_per_s']:>10,.0f} /s  "
+            f"({way_rates[f'way_{name}_per_s'] / hw_rate:.2f}× house_way); by its rules alone "
+            f"{way_rates[f'way_{name}_rules_per_s']:>9,.0f} /s "
+            f"({way_rates[f'way_{name}_rules_per_s'] / hw_rate:.2f}×)",
+            flush=True,
+        )
     round_rate = best_rate(round_work, args.repeats)
     print(
         f"rounds (dealer, 6 seats' bets)  {round_rate:>9,.0f} /s  ({round_rate / eval_rate:.3f}×)",
@@ -128,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "round_per_s": round(round_rate),
         "evaluate_per_s": round(eval_rate),
         "house_way_vs_evaluate": round(hw_rate / eval_rate, 3),
+        **{k: round(v) for k, v in way_rates.items()},
         "python": platform.python_version(),
     }
     figures.update(cli_vs_treys(args.cli_hands, args.seed, args.repeats))
@@ -135,9 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _cli_rate(path: Path, n: int, wheel: str = "second_highest") -> float:
+def _cli_rate(path: Path, n: int, wheel: str = "second_highest", way: str | None = None) -> float:
     """Hands a second through ``paigow-table house-way`` as a process, its start included."""
     cli = [sys.executable, "-m", "controller.cli", "--wheel", wheel, "house-way"]
+    if way is not None:
+        cli += ["--way", way]
     with open(path, "rb") as hands, open(os.devnull, "wb") as out:
         start = time.perf_counter()
         subprocess.run(cli, stdin=hands, stdout=out, check=True)
@@ -170,17 +200,21 @@ def cli_vs_treys(n: int, seed: int, repeats: int) -> dict[str, object]:
             files[label] = Path(name) / f"{label}.txt"
             files[label].write_text("".join(" ".join(map(str, h)) + "\n" for h in hands))
         # Alternate the two, best of each: the machine's load hits both alike.
-        treys_rate = cli_rate = cli_joker_rate = 0.0
+        treys_rate = cli_rate = cli_joker_rate = cli_classic_rate = 0.0
         for _ in range(repeats):
             treys_rate = max(treys_rate, best_rate(treys7, 1))
             cli_rate = max(cli_rate, _cli_rate(files["no_joker"], n))
             cli_joker_rate = max(cli_joker_rate, _cli_rate(files["joker_deck"], n))
+            cli_classic_rate = max(
+                cli_classic_rate, _cli_rate(files["joker_deck"], n, way="classic")
+            )
     ratio = cli_rate / treys_rate
     print(
         f"baseline: treys seven-card evaluations  {treys_rate:>10,.0f} /s (in process)\n"
         f"paigow-table house-way, JSON lines       {cli_rate:>10,.0f} /s  "
         f"({ratio:.2f}× treys; a process, its start included)\n"
-        f"  the same, hands from the 53-card deck  {cli_joker_rate:>10,.0f} /s",
+        f"  the same, hands from the 53-card deck  {cli_joker_rate:>10,.0f} /s\n"
+        f"  the same, --way classic                {cli_classic_rate:>10,.0f} /s",
         flush=True,
     )
     figures.update(
@@ -189,6 +223,7 @@ def cli_vs_treys(n: int, seed: int, repeats: int) -> dict[str, object]:
             "treys7_per_s": round(treys_rate),
             "cli_per_s": round(cli_rate),
             "cli_joker_deck_per_s": round(cli_joker_rate),
+            "cli_classic_joker_deck_per_s": round(cli_classic_rate),
             "cli_vs_treys7": round(ratio, 3),
         }
     )

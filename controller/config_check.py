@@ -88,6 +88,8 @@ def check_config(path: str | os.PathLike[str]) -> CheckResult:
         except (TypeError, ValueError) as exc:
             errors.append(ConfigIssue(file, f"devices.{name}", str(exc)))
     errors.extend(file_issues(file, data, base))
+    if config is not None:
+        errors.extend(way_issues(file, config.rules.house_way))
     # A driver the model refused too (it does only when the rest of its section is valid) is
     # told once, where the model told it, by the pass that says what was meant.
     drivers_told = {i.key: i for i in _driver_issues(file, data, drivers)}
@@ -219,6 +221,26 @@ def _secret_warnings(file: str, key: str, path: Path) -> Iterable[ConfigIssue]:
             f"the supervisor token has {len(value)} characters: expected at least "
             f"{MIN_TOKEN_CHARS} (e.g. `openssl rand -hex 32`)",
         )
+
+
+def way_issues(file: str, house_way: str) -> list[ConfigIssue]:
+    """The House Way named by ``[rules] house_way``: a shipped way, or a way file that parses
+    (its errors name the line) and passed its full check (``paigow-table house-way check``;
+    controller/game/way/proof.py)."""
+    from controller.game.way import WaySyntaxError, load_way, shipped_ways
+    from controller.game.way.proof import proof_problem
+
+    key = "rules.house_way"
+    try:
+        way = load_way(house_way)
+    except WaySyntaxError as exc:
+        return [ConfigIssue(file, key, str(exc))]
+    except FileNotFoundError as exc:  # names the shipped ways
+        return [ConfigIssue(file, key, str(exc))]
+    except OSError as exc:
+        return [ConfigIssue(file, key, f"{house_way}: cannot read: {exc.strerror}")]
+    problem = proof_problem(way, None if house_way in shipped_ways() else house_way)
+    return [ConfigIssue(file, key, problem)] if problem else []
 
 
 def load_checked(path: str | os.PathLike[str]) -> tuple[Config, list[ConfigIssue]]:

@@ -28,6 +28,8 @@ SEATS_KEY = "occupied_seats"
 LATCHED_KEY = "latched_alarms"
 PROTECTION_KEY = "protection_state"
 DEALER_KEY = "dealer_signed_in"
+#: The House Way the table deals by (name and digest): a change is journaled at start.
+HOUSE_WAY_KEY = "house_way"
 #: The last chained row (id, link) a start verified: the next start checks from there.
 CHAIN_VERIFIED_KEY = "chain_verified"
 
@@ -71,6 +73,21 @@ def save_dealer(tx: Transaction, dealer_id: str | None) -> None:
 
 def save_protection(tx: Transaction, state: Mapping[str, Any]) -> None:
     tx.remember(PROTECTION_KEY, state)
+
+
+def record_house_way(journal: Journal, name: str, digest: str) -> bool:
+    """Journal a change of the House Way (``house_way_changed``, chained, with the way before
+    and after) when the table starts with another way than it last dealt by. True if it
+    changed."""
+    now = {"name": name, "digest": digest}
+    before = journal.remembered(HOUSE_WAY_KEY)
+    if before == now:
+        return False
+    with journal.transaction() as tx:
+        tx.record_event("house_way_changed", {"before": before, "after": now})
+        tx.remember(HOUSE_WAY_KEY, now)
+    log.warning("house_way_changed", before=before, after=now)
+    return True
 
 
 def latched_at_start(

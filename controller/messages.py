@@ -317,6 +317,10 @@ class StatusPayload(Payload):
     software_verified: bool | None = Field(
         None, description="every installed file matched the package at start; null: a dev install"
     )
+    house_way: str = Field(
+        "", description="the House Way the dealer is set by ([rules] house_way; docs/house-way.md)"
+    )
+    house_way_digest: str = Field("", description="SHA-256 of the way's canonical rules")
     fault: FaultOut | None = Field(
         None, description="set while state is fault: do not settle by the display"
     )

@@ -24,10 +24,11 @@ from controller.config_check import load_checked
 from controller.daemon import Daemon, describe_failure
 from controller.devices import build_devices
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
+from controller.game.way import load_way
 from controller.journal import Journal, JournalError
 from controller.journal.maintenance import check_journal
 from controller.journal.reserve import Reserve
-from controller.kept_state import KeptState, load_kept
+from controller.kept_state import KeptState, load_kept, record_house_way
 from controller.logging import bind_table, configure_logging
 from controller.ports import Service
 from controller.services.pole import PoleService
@@ -152,6 +153,7 @@ def table_settings(config: Config) -> TableSettings:
         refusals_before_alarm=limits.refusals_before_alarm,
         corrections_per_round=limits.corrections_per_round,
         corrections_per_hour=limits.corrections_per_hour,
+        way=load_way(config.rules.house_way),
     )
 
 
@@ -191,6 +193,9 @@ def build_daemon(
     """A daemon for ``config`` that runs ``devices``, ``services`` and the feature services."""
     kept = load_kept(journal, utc_now, describe_failure)
     table = build_table(config, journal, kept, config_digest=config_digest, software=software)
+    way = table.settings.way
+    if way is not None:
+        record_house_way(journal, way.name, way.digest)
     return Daemon(
         config,
         journal,

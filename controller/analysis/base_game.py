@@ -41,7 +41,7 @@ _SPLITS: Final = tuple(combinations(range(7), 2))
 _FRONT: Final = tuple(front_key(a, b) for a in range(53) for b in range(53))
 
 
-def best_reply(player7: Sequence[int], dealer: Setting, rules: Rules) -> Setting:
+def best_reply(player7: Sequence[int], dealer: Setting, rules: Rules) -> Setting:  # noqa: C901 — the best reply over the splits, one loop kept whole for speed
     """A setting of the player's seven cards with the best outcome against the dealer's set hand
     (win > push > lose; which setting, among those with that outcome, is unspecified)."""
     wheel = rules.wheel_high
@@ -78,14 +78,22 @@ def best_reply(player7: Sequence[int], dealer: Setting, rules: Rules) -> Setting
     raise AssertionError("seven cards always have a split that does not foul")
 
 
-_CACHES: dict[Rules, HouseWayCache] = {}
+_CACHES: dict[tuple[Rules, str | None], HouseWayCache] = {}
 
 
-def house_way_cache(rules: Rules) -> HouseWayCache:
-    """The House Way by rank pattern for ``rules``, loaded once per process (a worker's too)."""
-    cache = _CACHES.get(rules)
+def house_way_cache(rules: Rules, way: str | None = None) -> HouseWayCache:
+    """The House Way by rank pattern for ``rules``, loaded once per process (a worker's too):
+    the filed way's rule code, or ``way``, a shipped way's name or a way file
+    (controller/game/way)."""
+    cache = _CACHES.get((rules, way))
     if cache is None:
-        cache = _CACHES[rules] = HouseWayCache.packaged(rules)
+        if way is None:
+            cache = HouseWayCache.packaged(rules)
+        else:
+            from controller.game.way import load_way
+
+            cache = load_way(way).cache(rules)
+        _CACHES[(rules, way)] = cache
     return cache
 
 
@@ -100,14 +108,17 @@ def dealer_class(dealer7: Sequence[int], rules: Rules) -> DealerClass:
 
 @dataclass(frozen=True, slots=True)
 class BaseGame:
-    """The Pai Gow wager with one player using ``strategy``. Tally keys: "class/outcome"."""
+    """The Pai Gow wager with one player using ``strategy``. Tally keys: "class/outcome".
+    ``way``: the House Way the dealer (and a house-way player) sets by, a shipped way's name or
+    a way file; None for the filed way's rule code (the same settings as "dealer-open")."""
 
     strategy: Strategy
     rules: Rules
+    way: str | None = None
 
     def play_round(self, dealer7: Sequence[int], player7: Sequence[int]) -> tuple[str, str]:
         rules = self.rules
-        set_by_house_way = house_way_cache(rules).setting
+        set_by_house_way = house_way_cache(rules, self.way).setting
         cls = dealer_class(dealer7, rules)
         dealer: Setting | None = None
         if cls == "two_jacks":  # the dealer does not set; the player's setting cannot matter
@@ -183,6 +194,7 @@ class BaseGameFigures:
     overall: Rates
     by_class: dict[DealerClass, Rates]
     run: RunResult
+    way: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, object]:
         """``{"strategy", "rounds", "win", "push", "lose", "house_edge", "ci95"}``, then the
@@ -197,6 +209,7 @@ class BaseGameFigures:
             "house_edge": o.house_edge,
             "ci95": list(o.ci95),
             "by_dealer_class": {cls: r.to_dict() for cls, r in self.by_class.items()},
+            **({"house_way": self.way} if self.way else {}),
             "rules": {
                 "wheel_rank": self.rules.wheel_rank,
                 "ace_high_pushes_pai_gow": self.rules.ace_high_pushes_pai_gow,
@@ -221,4 +234,15 @@ def base_game_figures(game: BaseGame, run: RunResult) -> BaseGameFigures:
         Rates.of(overall, run.rounds),
         {cls: Rates.of(c, run.rounds) for cls, c in counts.items()},
         run,
+        _way_of(game.way),
     )
+
+
+def _way_of(way: str | None) -> dict[str, str] | None:
+    """The way's name and digest, for the figures."""
+    if way is None:
+        return None
+    from controller.game.way import load_way
+
+    w = load_way(way)
+    return {"name": w.name, "digest": w.digest}

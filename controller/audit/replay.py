@@ -6,12 +6,14 @@ import neither the table nor the rules."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from controller.game.deal import DEAD_CODES, MISDEAL_CODES
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
 from controller.game.setting import Rules
+from controller.game.way import Way, load_way, shipped_ways
 from controller.messages import Wagers
 from controller.table import RoundClosed, Table, TableSettings
 from drivers.events import PositionDrawn, parse_event
@@ -24,12 +26,16 @@ _DEAL_KINDS = frozenset(
 _VOLATILE = ("opened_at", "closed_at")
 
 
-def recompute_round(result: dict[str, Any], events: list[tuple[str, dict[str, Any]]]) -> str:
+def recompute_round(
+    result: dict[str, Any],
+    events: list[tuple[str, dict[str, Any]]],
+    ways: Mapping[str, Way] | None = None,
+) -> str:
     """Deal the round again from its journaled device events through the rules engine (a fresh
     :class:`~controller.table.Table` set up with the round's own rules, paytables, seats and
     wagers) and compare with what was recorded and sent. Returns "" when they agree, else the
     first field that differs."""
-    table = _table_for(result)
+    table = _table_for(result, ways or {})
     closed = _deal_again(table, events)
     if closed is None:
         return "the events do not complete a deal"
@@ -41,12 +47,12 @@ def recompute_round(result: dict[str, Any], events: list[tuple[str, dict[str, An
     return ""
 
 
-def _table_for(result: dict[str, Any]) -> Table:
+def _table_for(result: dict[str, Any], ways: Mapping[str, Way]) -> Table:
     """A fresh table set up as the recorded round was: its rules, paytables, seats and wagers,
     its id, sequence number and closing time."""
     closed_at = datetime.fromisoformat(str(result.get("closed_at")))
     table = Table(
-        _settings_for(result),
+        _settings_for(result, ways),
         new_round_id=lambda: str(result["round_id"]),
         clock=lambda: closed_at,
         next_round_seq=int(result.get("round_seq", 1)),
@@ -60,7 +66,7 @@ def _table_for(result: dict[str, Any]) -> Table:
     return table
 
 
-def _settings_for(result: dict[str, Any]) -> TableSettings:
+def _settings_for(result: dict[str, Any], ways: Mapping[str, Way]) -> TableSettings:
     """The settings of the table that played the recorded round (its rules, paytables, seats)."""
     rules = result.get("rules") or {}
     tables = result.get("paytables") or {}
@@ -81,6 +87,25 @@ def _settings_for(result: dict[str, Any]) -> TableSettings:
         chan_chu=chan_chu_paytable(tables.get("chan_chu", "PT1")),
         jacks_beat=jacks_beat_paytable(tables.get("jacks_beat", "A")),
         envy=envy_paytable(tables["envy"]) if tables.get("envy") else None,
+        way=_way_of(rules, ways),
+    )
+
+
+def _way_of(rules: dict[str, Any], ways: Mapping[str, Way]) -> Way | None:
+    """The House Way the round was dealt by (journaled in its rules since ways became files;
+    before, the filed way's rule code): one the auditor gave (``audit verify --way FILE``) or a
+    shipped one, with the digest it had then."""
+    name = rules.get("house_way")
+    if not name:
+        return None
+    digest = str(rules.get("house_way_digest", ""))
+    if digest in ways:
+        return ways[digest]
+    if name in shipped_ways() and load_way(name).digest == digest:
+        return load_way(name)
+    raise ValueError(
+        f"the round was dealt by the way {name!r} (sha256 {digest}): give its file with "
+        "audit verify --way FILE"
     )
 
 
@@ -107,11 +132,15 @@ def _deal_again(table: Table, events: list[tuple[str, dict[str, Any]]]) -> dict[
 
 
 class RulesReplay:
-    """The rules engine as the journal's audit deals a round again with."""
+    """The rules engine as the journal's audit deals a round again with; ``ways``: way files
+    the casino dealt by (shipped ways are found by name)."""
+
+    def __init__(self, ways: Sequence[Way] = ()) -> None:
+        self.ways = {w.digest: w for w in ways}
 
     def applies(self, recorded: dict[str, Any]) -> bool:
         codes = {r.get("code") for r in recorded.get("reasons", [])}
         return codes <= _RECOMPUTED_REASONS
 
     def differs(self, recorded: dict[str, Any], events: list[tuple[str, dict[str, Any]]]) -> str:
-        return recompute_round(recorded, events)
+        return recompute_round(recorded, events, self.ways)

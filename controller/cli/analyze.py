@@ -90,7 +90,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="The game's math, computed by the engine's own rules (docs/rules.md §9).",
     )
     what = analyze.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
+    _add_chan_chu(what)
+    _add_dealer_jacks(what)
+    _add_base_game(what)
+    _add_jacks_beat(what)
+    _add_ace_high(what)
+    _add_report(what)
 
+
+def _add_chan_chu(what: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``analyze chan-chu``."""
     p = what.add_parser(
         "chan-chu",
         help="Chan Chu exactly, over all 154,143,080 hands",
@@ -106,6 +115,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _common(p, seeded=False)
     p.set_defaults(func=_command("cmd_chan_chu"))
 
+
+def _add_dealer_jacks(what: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``analyze dealer-jacks``."""
     p = what.add_parser(
         "dealer-jacks",
         help="the dealer's chance of two or more Jacks, counted and in closed form",
@@ -113,6 +125,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_command("cmd_dealer_jacks"))
 
+
+def _add_base_game(what: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``analyze base-game``."""
     p = what.add_parser(
         "base-game",
         help="the Pai Gow wager by Monte Carlo",
@@ -120,6 +135,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "by the dealer's class; the dealer sets by the House Way.",
     )
     p.add_argument("--rounds", type=_positive, default=200_000, help="default 200,000")
+    p.add_argument(
+        "--house-way",
+        metavar="NAME|FILE",
+        help="the way the dealer (and a house-way player) sets by: a shipped way "
+        "(dealer-open, classic) or a way file (default: the filed way's rule code)",
+    )
     p.add_argument(
         "--strategy",
         choices=STRATEGIES,
@@ -135,6 +156,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _common(p, seeded=True)
     p.set_defaults(func=_command("cmd_base_game"))
 
+
+def _add_jacks_beat(what: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``analyze jacks-beat``."""
     p = what.add_parser(
         "jacks-beat",
         help="Jacks Beat exactly (and by Monte Carlo with --rounds)",
@@ -154,6 +178,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _common(p, seeded=True)
     p.set_defaults(func=_command("cmd_jacks_beat"))
 
+
+def _add_ace_high(what: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``analyze ace-high``."""
     p = what.add_parser(
         "ace-high",
         help="Push Ace High by Monte Carlo",
@@ -168,6 +195,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _common(p, seeded=True)
     p.set_defaults(func=_command("cmd_ace_high"))
 
+
+def _add_report(what: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``analyze report``."""
     p = what.add_parser(
         "report",
         help="write docs/math.md: every figure beside the sources'",

@@ -143,9 +143,9 @@ def cmd_dealer_jacks(args: argparse.Namespace) -> int:
 
 
 def run_base_game(
-    strategy: Strategy, rounds: int, seed: int, workers: int, rules: Rules
+    strategy: Strategy, rounds: int, seed: int, workers: int, rules: Rules, way: str | None = None
 ) -> BaseGameFigures:
-    game = BaseGame(strategy, rules)
+    game = BaseGame(strategy, rules, way)
     run = simulate(
         game, rounds, seed=seed, workers=workers, progress=Progress(f"base game, {strategy}")
     )
@@ -154,6 +154,8 @@ def run_base_game(
 
 def print_base_game(f: BaseGameFigures) -> None:
     run = f.run
+    if f.way:
+        print(f"House Way {f.way['name']} (sha256 {f.way['digest']}), dealer and house-way player")
     print(
         f"Pai Gow wager, player strategy {f.strategy}: {run.rounds:,} rounds, seed {run.seed}, "
         f"{run.workers} workers, {run.seconds:.1f} s ({run.rounds_per_second:,.0f} rounds/s, "
@@ -174,7 +176,18 @@ def print_base_game(f: BaseGameFigures) -> None:
 
 
 def cmd_base_game(args: argparse.Namespace) -> int:
-    figures = run_base_game(args.strategy, args.rounds, args.seed, args.workers, rules_from(args))
+    way = getattr(args, "house_way", None)
+    if way is not None:
+        from controller.game.way import WaySyntaxError, load_way
+
+        try:
+            way = str(load_way(way).text.path)  # a name or a file; workers load it by path
+        except (OSError, WaySyntaxError) as exc:
+            print(f"paigow-table analyze base-game: {exc}", file=sys.stderr)
+            return 2
+    figures = run_base_game(
+        args.strategy, args.rounds, args.seed, args.workers, rules_from(args), way
+    )
     if args.json:
         _dump(figures.to_dict())
     else:

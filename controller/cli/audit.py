@@ -11,8 +11,14 @@ from pathlib import Path
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from controller.audit import verify_journal
+    from controller.game.way import WaySyntaxError, load_way
 
-    report = verify_journal(args.journal)
+    try:
+        ways = [load_way(f) for f in args.way or ()]
+    except (OSError, WaySyntaxError) as exc:
+        print(f"audit verify: {exc}", file=sys.stderr)
+        return 2
+    report = verify_journal(args.journal, ways)
     for finding in report.findings:
         print(finding.line(), file=sys.stderr, flush=True)
     print(report.summary(), flush=True)
@@ -193,6 +199,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("action", choices=["seal", "check"])
     p.add_argument("--prefix", help="the installation (default: the running one, sys.prefix)")
     p.set_defaults(func=cmd_software)
+    _register_audit(sub)
+
+
+def _register_audit(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``audit verify|recall|export``."""
     p = sub.add_parser(
         "audit",
         help="verify the journal's hash chain, recall rounds",
@@ -209,6 +220,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--feed",
         help="the casino's copy of the table's feed (`monitor --json` lines, or envelopes): "
         "every round sent must be in the journal as sent; checkpoints in it are checked too",
+    )
+    v.add_argument(
+        "--way",
+        action="append",
+        metavar="FILE",
+        help="a House Way file the table dealt by (repeatable): its rounds are dealt again by it "
+        "(shipped ways are found by name)",
     )
     v.set_defaults(func=cmd_verify)
     r = actions.add_parser("recall", help="print rounds with everything journaled about them")

@@ -1,4 +1,6 @@
-"""``paigow-table house-way``: the House Way setting of seven cards, one hand or a stream."""
+"""``paigow-table house-way``: the House Way setting of seven cards, one hand or a stream, by the
+filed way or any way file (``--way NAME|FILE``); ``house-way check FILE`` proves a way over every
+hand and ``house-way diff A B`` compares two (controller/game/way, docs/house-way.md)."""
 
 from __future__ import annotations
 
@@ -11,28 +13,43 @@ from typing import TextIO
 
 from controller.game.cards import CardError, card_texts, parse_cards
 from controller.game.house_way import HouseWayError, house_way
-from controller.game.setting import Rules
+from controller.game.house_way_cache import Setter
+from controller.game.setting import Rules, Setting
+from controller.game.way import Way, WayError, WaySyntaxError, load_way
 
 
 def _rules_from(args: argparse.Namespace) -> Rules:
     return Rules(wheel_rank=args.wheel)
 
 
-def _setting_json(cards: Sequence[object], rules: Rules) -> dict[str, object]:
+def _setter(way: Way | None) -> Setter:
+    """The filed way's rule code, or a data way's rules (the same settings for dealer-open)."""
+    if way is None:
+        return house_way
+
+    def by_way(cards: Sequence[int], rules: Rules) -> Setting:
+        return way.set(cards, rules)
+
+    return by_way
+
+
+def _setting_json(
+    cards: Sequence[object], rules: Rules, way: Way | None = None
+) -> dict[str, object]:
     parsed = parse_cards([str(c) for c in cards])
-    setting = house_way(parsed, rules)
+    setting = _setter(way)(parsed, rules)
     return {"cards": card_texts(parsed), **setting.to_dict()}
 
 
-def _slow_record(number: int, text: str, rules: Rules) -> tuple[str, bool]:
+def _slow_record(number: int, text: str, rules: Rules, way: Way | None = None) -> tuple[str, bool]:
     """One line through the rule code: its JSON line and whether it failed."""
     try:
         cards = text.replace(",", " ").split()
         if len(cards) != 7:
             raise CardError(f"expected 7 cards, got {len(cards)}")
-        record: dict[str, object] = _setting_json(cards, rules)
+        record: dict[str, object] = _setting_json(cards, rules, way)
         failed = False
-    except (CardError, HouseWayError) as exc:
+    except (CardError, HouseWayError, WayError) as exc:
         record = {"line": number, "error": str(exc)}
         failed = True
     return json.dumps(record, ensure_ascii=False) + "\n", failed
@@ -43,16 +60,25 @@ class _Stream:
     and output strings from tables for the 96 % of hands that cannot make a flush, the rule code
     (the same output, byte for byte) for the rest and for any line it does not simply read."""
 
-    def __init__(self, rules: Rules) -> None:
+    def __init__(self, rules: Rules, way: Way | None = None) -> None:
         from controller.game.cards import DECK
-        from controller.game.house_way_cache import PATTERN_RANKS, SUITS, load_table
+        from controller.game.house_way_cache import PATTERN_RANKS, SUITS, load_table, table_of
 
         self.rules = rules
+        self.setter = _setter(way)
         self.ranks = PATTERN_RANKS
         self.suits = SUITS
         self.codes = {str(c): int(c) for c in DECK}
         self.quoted = [json.dumps(str(c)) for c in DECK]
-        table = load_table(rules)
+        self.way = None
+        if way is None or (way.name == "dealer-open" and way.shipped):
+            table = load_table(rules)  # the filed way: the packaged table
+        else:
+            # Another way: the same table, grown from its rules as patterns come (_grow).
+            self.way = way
+            table = way.pattern_table(rules)
+            if not table.index:
+                table = table_of(dict(way.cache(rules).entries))
         self.index = table.index
         self.columns = table.columns
         self.orders = table.orders
@@ -70,7 +96,7 @@ class _Stream:
         """A hand that may make a flush: the rule code's setting, written the same way."""
         from controller.game.setting import display_order
 
-        setting = house_way(hand, self.rules)
+        setting = self.setter(hand, self.rules)
         q = self.quoted
         return "".join(
             (
@@ -90,6 +116,41 @@ class _Stream:
             )
         )
 
+    def _grow(self, ordered: bytes) -> int | None:
+        """A data way's row for a pattern not yet in the table: set by its rules, added."""
+        if self.way is None:
+            return None
+        try:
+            entry = self.way.cache(self.rules).entry(list(ordered))
+        except WayError:
+            return None  # the slow path writes the error line
+        if entry is None:
+            return None
+        if not hasattr(self, "_name_rows"):
+            self._name_rows = {n: i for i, n in enumerate(self.names)}
+            self._order_rows = {o: i for i, o in enumerate(self.orders)}
+        row = len(self.columns[0])
+        for column, value in zip(
+            self.columns,
+            (
+                self._order_rows.setdefault(entry.order, len(self._order_rows)),
+                *(self._name_row(n) for n in (entry.rule, entry.front_hand, entry.back_hand)),
+            ),
+            strict=True,
+        ):
+            column.append(value)
+        if len(self.orders) < len(self._order_rows):
+            self.orders.append(entry.order)
+        self.index[ordered.translate(self.ranks)] = row
+        return row
+
+    def _name_row(self, name: str) -> int:
+        found = self._name_rows.get(name)
+        if found is None:
+            found = self._name_rows[name] = len(self.names)
+            self.names.append(json.dumps(name, ensure_ascii=False))
+        return found
+
     def line(self, text: str) -> str | None:
         """The JSON line for a hand, or None: the rule code decides (errors included)."""
         return self._line(text)
@@ -103,6 +164,7 @@ class _Stream:
         orders, names, q = self.orders, self.names, self.quoted
         suits, ranks = self.suits, self.ranks
         complete = self._complete
+        grow = self._grow
         join = "".join
 
         def line(text: str) -> str | None:
@@ -121,7 +183,9 @@ class _Stream:
                 return complete(hand)  # it may make a flush: the rule code sets it
             row = get_row(ordered.translate(ranks))
             if row is None:
-                return None
+                row = grow(ordered)
+                if row is None:
+                    return None
             a, b, c, d, e, f, g = orders[order_of[row]]
             o = [q[x] for x in ordered]
             return join(
@@ -155,9 +219,11 @@ class _Stream:
         return line
 
 
-def house_way_lines(lines: Iterable[str], out: TextIO, rules: Rules, *, flush: bool = True) -> int:
+def house_way_lines(
+    lines: Iterable[str], out: TextIO, rules: Rules, *, flush: bool = True, way: Way | None = None
+) -> int:
     """Stream hands (one per line) to JSON lines; a bad line gives {"line", "error"} and goes on."""
-    stream = _Stream(rules)
+    stream = _Stream(rules, way)
     failed = 0
     for number, line in enumerate(lines, start=1):
         text = line.strip()
@@ -165,7 +231,7 @@ def house_way_lines(lines: Iterable[str], out: TextIO, rules: Rules, *, flush: b
             continue
         record = stream.line(text)
         if record is None:
-            record, bad = _slow_record(number, text, rules)
+            record, bad = _slow_record(number, text, rules, way)
             failed += bad
         out.write(record)
         if flush:
@@ -173,11 +239,11 @@ def house_way_lines(lines: Iterable[str], out: TextIO, rules: Rules, *, flush: b
     return 1 if failed else 0
 
 
-def house_way_stdin(rules: Rules) -> int:
+def house_way_stdin(rules: Rules, way: Way | None = None) -> int:
     """``house-way`` on stdin: whatever input is there is answered in one write, so a stream of
     hands is written in blocks while a person (or a program) typing one hand at a time gets each
     answer at once."""
-    stream = _Stream(rules)
+    stream = _Stream(rules, way)
     fd = sys.stdin.fileno()
     out = sys.stdout
     failed = 0
@@ -201,7 +267,7 @@ def house_way_stdin(rules: Rules) -> int:
                 text = raw.strip()
                 if not text or text.startswith("#"):
                     continue
-                record, bad = _slow_record(number, text, rules)
+                record, bad = _slow_record(number, text, rules, way)
                 failed += bad
             written.append(record)
         if written:
@@ -211,15 +277,120 @@ def house_way_stdin(rules: Rules) -> int:
             return 1 if failed else 0
 
 
+def _load(text: str) -> Way:
+    try:
+        return load_way(text)
+    except (OSError, WaySyntaxError) as exc:
+        raise SystemExit(f"paigow-table house-way: {exc}") from None
+
+
+def _progress(label: str) -> object:
+    from controller.analysis.progress import Progress
+
+    return Progress(label)
+
+
+def cmd_check(args: argparse.Namespace, files: Sequence[str]) -> int:
+    """``house-way check FILE``: parse (errors name the line), then prove over every hand."""
+    from controller.game.way.check import check_way
+
+    if len(files) != 1:
+        print("paigow-table house-way: usage: house-way check FILE|NAME", file=sys.stderr)
+        return 2
+    way = _load(files[0])
+    report = check_way(
+        way,
+        _rules_from(args),
+        workers=args.workers,
+        progress=None if args.json else _progress(f"checking {way.name}"),  # type: ignore[arg-type]
+    )
+    proof = None
+    if report.passed and not way.shipped:
+        # The record a table needs before it deals this way (controller/game/way/proof.py).
+        from controller.game.way.proof import write_proof
+
+        proof = write_proof(files[0], way, report.hands, report.seconds)
+    if args.json:
+        print(
+            json.dumps(
+                {**report.to_dict(), "proof": str(proof) if proof else None}, ensure_ascii=False
+            )
+        )
+        return 0 if report.passed else 1
+    print(f"Way      {way.name}  (sha256 {way.digest})")
+    print(
+        f"Hands    {report.hands:,} of 154,143,080, in {report.classes:,} exact classes, "
+        f"{report.seconds:.1f} s"
+    )
+    for f in report.failures:
+        print(f"FAIL     {f.kind}: {f.detail}: {f.hands:,} hands, e.g. {f.example}")
+    for rid in report.never_used:
+        print(f"Note     rule {rid} sets no hand")
+    if report.passed and not way.shipped and not any(p.exists() for p in way.table_files):
+        # Proven: keep its rank-pattern table, so batches and analyses run at full speed.
+        print(f"Table    {way.write_table()}")
+    if proof is not None:
+        print(f"Proof    {proof}")
+    print(
+        "Result   "
+        + (
+            "PASSED: exactly one rule sets every hand, none fouls"
+            if report.passed
+            else f"FAILED: {len(report.failures)} problem(s)"
+        )
+    )
+    return 0 if report.passed else 1
+
+
+def cmd_diff(args: argparse.Namespace, names: Sequence[str]) -> int:
+    """``house-way diff A B``: the exact share of hands the two set differently, by rule pair."""
+    from controller.game.way.diff import diff_ways
+
+    if len(names) != 2:
+        print("paigow-table house-way: usage: house-way diff A B", file=sys.stderr)
+        return 2
+    a, b = _load(names[0]), _load(names[1])
+    report = diff_ways(
+        a,
+        b,
+        _rules_from(args),
+        workers=args.workers,
+        progress=None if args.json else _progress(f"{a.name} vs {b.name}"),  # type: ignore[arg-type]
+    )
+    if args.json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False))
+        return 0
+    print(f"A  {a.name}  (sha256 {a.digest})")
+    print(f"B  {b.name}  (sha256 {b.digest})")
+    print(
+        f"Set differently: {report.differ:,} of 154,143,080 hands = {report.share:.4%} "
+        f"({report.seconds:.1f} s)"
+    )
+    if report.unset:
+        print(f"Not compared: {report.unset:,} hands one way cannot set (run house-way check)")
+    print(f"{'rule in A':<16} {'rule in B':<22} {'hands':>11} {'share':>9}  example: A | B")
+    for p in report.pairs:
+        print(
+            f"{p.rule_a:<16} {p.rule_b:<22} {p.hands:>11,} {p.share:>9.4%}  {p.example}: "
+            f"{p.setting_a}  /  {p.setting_b}"
+        )
+    return 0
+
+
 def cmd_house_way(args: argparse.Namespace) -> int:
     rules = _rules_from(args)
+    if args.cards and args.cards[0] == "check":
+        return cmd_check(args, args.cards[1:])
+    if args.cards and args.cards[0] == "diff":
+        return cmd_diff(args, args.cards[1:])
+    way = _load(args.way) if args.way else None
     if not args.cards:
-        return house_way_stdin(rules)
+        return house_way_stdin(rules, way)
     try:
         if len(args.cards) != 7:
             raise CardError(f"expected 7 cards, got {len(args.cards)}")
-        record = _setting_json(args.cards, rules)
-    except CardError as exc:
+        record = _setting_json(args.cards, rules, way)
+    except (CardError, WayError) as exc:
         print(f"paigow-table house-way: {exc}", file=sys.stderr)
         return 2
     if args.json:
@@ -235,12 +406,27 @@ def cmd_house_way(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "house-way",
-        help="set seven cards by the House Way",
+        help="set seven cards by the House Way; check or compare way files",
         description=(
-            "Set seven cards by the House Way (docs/rules.md §7). With cards: print the setting. "
-            "Without: read hands from stdin, one per line, and write one JSON line per hand."
+            "Set seven cards by the House Way (docs/rules.md §7, or --way). With cards: print "
+            "the setting. Without: read hands from stdin, one per line, and write one JSON line "
+            "per hand. 'house-way check FILE' proves a way file over all 154,143,080 hands "
+            "(one rule for each, no foul); 'house-way diff A B' gives the exact share of hands "
+            "two ways set differently, by rule pair (docs/house-way.md)."
         ),
     )
-    p.add_argument("cards", nargs="*", help="seven cards, e.g. As Kd 7h 5s 3c 2d JK")
+    p.add_argument(
+        "cards",
+        nargs="*",
+        help="seven cards, e.g. As Kd 7h 5s 3c 2d JK; or: check FILE; or: diff A B",
+    )
+    p.add_argument(
+        "--way",
+        metavar="NAME|FILE",
+        help="a shipped way (dealer-open, the default; classic) or a way file",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--workers", type=int, default=None, help="processes for check and diff (default 2)"
+    )
     p.set_defaults(func=cmd_house_way)

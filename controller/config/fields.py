@@ -112,6 +112,19 @@ def _path(value: object, info: ValidationInfo) -> Path:
     return value
 
 
+def _way_ref(value: object, info: ValidationInfo) -> str:
+    """A shipped House Way by name (``dealer-open``, ``classic``), or a way file: a path (with a
+    ``/`` or ending in ``.toml``), relative to the config file's directory."""
+    if isinstance(value, str) and value and "/" not in value and not value.endswith(".toml"):
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", value):
+            raise ValueError(
+                f"expected a shipped way's name (such as dealer-open or classic) or a way "
+                f"file's path, got {value!r}"
+            )
+        return value
+    return str(_path(value, info))
+
+
 def _readable_if_checking(value: Path, info: ValidationInfo) -> Path:
     if validation_context(info).get("check_files"):
         problem = file_problem(value)
@@ -144,6 +157,7 @@ ListenPort = Annotated[int, AfterValidator(_listen_port)]
 UsbId = Annotated[int, BeforeValidator(_usb_id)]
 Endpoint = Annotated[int, BeforeValidator(_endpoint)]
 ConfigPath = Annotated[Path, BeforeValidator(_path)]
+WayRef = Annotated[str, BeforeValidator(_way_ref)]
 ReadableFile = Annotated[Path, BeforeValidator(_path), AfterValidator(_readable_if_checking)]
 
 

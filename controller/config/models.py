@@ -34,6 +34,7 @@ from controller.config.fields import (
     SeatLabel,
     Slug,
     UsbId,
+    WayRef,
     file_problem,
     log_level,
     option_value,
@@ -104,6 +105,12 @@ class RulesConfig(_Model):
 
     wheel_rank: WheelRank = "second_highest"
     ace_high_pushes_pai_gow: bool = False
+    house_way: WayRef = Field(
+        default="dealer-open",
+        description="the House Way the dealer is set by: a shipped way (dealer-open, the filed "
+        "way of docs/rules.md §7; classic) or a way file that passed `paigow-table house-way "
+        "check` (docs/house-way.md)",
+    )
 
     def to_rules(self) -> Rules:
         return Rules(

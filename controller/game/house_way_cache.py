@@ -23,7 +23,7 @@ import gzip
 import json
 import sys
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -86,9 +86,13 @@ class Entry:
     back_hand: str
 
 
-def entry_of(ordered: Sequence[int], rules: Rules) -> Entry:
+#: A function that sets seven cards: ``house_way`` or a data way's ``Way.set_by_rules``.
+Setter = Callable[[Sequence[int], Rules], Setting]
+
+
+def entry_of(ordered: Sequence[int], rules: Rules, setter: Setter = house_way) -> Entry:
     """A pattern's entry, from the rule code, for a hand of it (codes ascending, no flush)."""
-    setting = house_way(ordered, rules)
+    setting = setter(ordered, rules)
     i, j = sorted(ordered.index(int(c)) for c in setting.front)
     order = tuple(
         ordered.index(int(c)) for c in (*display_order(setting.front), *display_order(setting.back))
@@ -100,9 +104,10 @@ def entry_of(ordered: Sequence[int], rules: Rules) -> Entry:
 WHEELS: Final = ("second_highest", "lowest")
 
 
-def build_tables() -> dict[str, Any]:
+def build_tables(setter: Setter = house_way) -> dict[str, Any]:
     """Every pattern's entry under each wheel rule: names and display orders (shared), and per
-    wheel the rows (pattern key, order, rule, front name, back name as indexes)."""
+    wheel the rows (pattern key, order, rule, front name, back name as indexes). ``setter``: the
+    filed way's rule code, or a data way's rules."""
     names: dict[str, int] = {}
     orders: dict[tuple[int, ...], int] = {}
 
@@ -116,7 +121,7 @@ def build_tables() -> dict[str, Any]:
         rules = Rules(wheel_rank=wheel)
         rows = []
         for ordered in hands:
-            e = entry_of(ordered, rules)
+            e = entry_of(ordered, rules, setter)
             rows.append(
                 (
                     index(orders, e.order),
@@ -129,17 +134,22 @@ def build_tables() -> dict[str, Any]:
     return {"names": list(names), "orders": list(orders), "keys": keys, "wheels": wheels}
 
 
-def write_tables(path: Path = TABLE_FILE) -> Path:
-    """The table file: gzip of one JSON header line (names, orders, counts), then the pattern
-    keys (7 bytes each: the pattern ranks) and each wheel's four columns (uint16, little-endian)."""
-    t = build_tables()
-    header = {
+def write_tables(
+    path: Path = TABLE_FILE, setter: Setter = house_way, digest: str | None = None
+) -> Path:
+    """The table file: gzip of one JSON header line (names, orders, counts; for a data way its
+    digest), then the pattern keys (7 bytes each: the pattern ranks) and each wheel's four
+    columns (uint16, little-endian)."""
+    t = build_tables(setter)
+    header: dict[str, Any] = {
         "about": "House Way by rank pattern: controller/game/house_way_cache.py",
         "names": t["names"],
         "orders": [list(o) for o in t["orders"]],
         "patterns": len(t["keys"]),
         "wheels": list(WHEELS),
     }
+    if digest is not None:
+        header["digest"] = digest
     body = [json.dumps(header, separators=(",", ":")).encode() + b"\n", b"".join(t["keys"])]
     for wheel in WHEELS:
         for column in zip(*t["wheels"][wheel], strict=True):
@@ -181,15 +191,45 @@ class PatternTable:
         return Entry(i, j, self.names[rule], order, self.names[front], self.names[back])
 
 
-def load_table(rules: Rules, path: Path = TABLE_FILE) -> PatternTable:
-    """The table file's rows for ``rules`` (none if the file is missing)."""
+def table_of(entries: dict[bytes, Entry]) -> PatternTable:
+    """A pattern table from entries (a data way's, built in the process)."""
+    names: dict[str, int] = {}
+    orders: dict[tuple[int, ...], int] = {}
+    columns = (array("H"), array("H"), array("H"), array("H"))
+    index: dict[bytes, int] = {}
+    for row, (key, e) in enumerate(entries.items()):
+        index[key] = row
+        for column, value in zip(
+            columns,
+            (
+                orders.setdefault(e.order, len(orders)),
+                names.setdefault(e.rule, len(names)),
+                names.setdefault(e.front_hand, len(names)),
+                names.setdefault(e.back_hand, len(names)),
+            ),
+            strict=True,
+        ):
+            column.append(value)
+    return PatternTable(
+        index,
+        columns,
+        list(orders),
+        list(names),
+        [json.dumps(name, ensure_ascii=False) for name in names],
+    )
+
+
+def load_table(rules: Rules, path: Path = TABLE_FILE, digest: str | None = None) -> PatternTable:
+    """The table file's rows for ``rules`` (none if the file is missing, or, with ``digest``,
+    if it is another way's)."""
     try:
         raw = gzip.decompress(path.read_bytes())
     except FileNotFoundError:
-        empty = array("H")
-        return PatternTable({}, (empty, empty, empty, empty), [], [], [])
+        return table_of({})
     head, _, rest = raw.partition(b"\n")
     header = json.loads(head)
+    if digest is not None and header.get("digest") != digest:
+        return table_of({})
     n = header["patterns"]
     keys = [rest[7 * k : 7 * k + 7] for k in range(n)]
     offset = 7 * n + WHEELS.index(rules.wheel_rank) * 4 * 2 * n
@@ -216,11 +256,13 @@ def _from_le(code: str, data: bytes) -> array[int]:
 
 @dataclass
 class HouseWayCache:
-    """House Way entries by rank pattern for one set of rules (a wheel setting)."""
+    """House Way entries by rank pattern for one set of rules (a wheel setting) and one way
+    (``setter``: the filed way's rule code unless a data way's, controller/game/way)."""
 
     rules: Rules = DEFAULT_RULES
     entries: dict[bytes, Entry] = field(default_factory=dict)
     misses: int = 0
+    setter: Setter = house_way
 
     @classmethod
     def packaged(cls, rules: Rules = DEFAULT_RULES) -> HouseWayCache:
@@ -238,15 +280,21 @@ class HouseWayCache:
         found = self.entries.get(key)
         if found is None:
             self.misses += 1
-            found = self.entries[key] = entry_of(ordered, self.rules)
+            found = self.entries[key] = entry_of(ordered, self.rules, self.setter)
         return found
+
+    def fill(self) -> HouseWayCache:
+        """Every pattern's entry (67,600; a few seconds for a data way)."""
+        for ordered in pattern_hands():
+            self.entry(ordered)
+        return self
 
     def setting(self, cards: Sequence[int]) -> Setting:
         """The House Way setting of seven distinct cards (any order), as ``house_way`` gives."""
         ordered = sorted(cards)
         found = self.entry(ordered)
         if found is None:
-            return house_way(ordered, self.rules)
+            return self.setter(ordered, self.rules)
         return Setting.from_positions(ordered, found.i, found.j, found.rule, self.rules.wheel_high)
 
 

@@ -233,7 +233,9 @@ _NOTHING: Any = object()  # no chained record of a kept state
 
 #: Table state kept across restarts whose every change is chained (latched alarms, the seats, the
 #: dealer signed in, game protection's state): the names controller/daemon.py remembers.
-KEPT_STATE = frozenset({"latched_alarms", "occupied_seats", "dealer_signed_in", "protection_state"})
+KEPT_STATE = frozenset(
+    {"latched_alarms", "occupied_seats", "dealer_signed_in", "protection_state", "house_way"}
+)
 
 
 def _ranges(ids: Sequence[int]) -> list[list[int]]:

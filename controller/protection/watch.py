@@ -233,7 +233,7 @@ class Watch:
         """The tests' names, in panel order."""
         return [slot.check.name for slot in self._slots]
 
-    def observe(self, obs: DealObservation, now: datetime) -> list[Finding]:
+    def observe(self, obs: DealObservation, now: datetime) -> list[Finding]:  # noqa: C901 — the watch's one pass over its tests
         """Count one settled round in every test it concerns; the tests that crossed their
         threshold in this round and had not already alarmed since their last reset."""
         self.rounds += 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
@@ -41,6 +41,7 @@ from controller.game.wagers import (
     push_ace_high,
     settle_envy,
 )
+from controller.game.way import Way
 from controller.messages import (
     AcknowledgeAlarm,
     AlarmAckPayload,
@@ -138,12 +139,25 @@ class TableSettings:
     refusals_before_alarm: int = REFUSALS_BEFORE_ALARM
     corrections_per_round: int = CORRECTIONS_PER_ROUND
     corrections_per_hour: int = CORRECTIONS_PER_HOUR
+    #: The House Way the dealer (and a player on the House Way) is set by: a way file
+    #: (controller/game/way, docs/house-way.md); None: the filed way's rule code.
+    way: Way | None = None
 
     def describe_rules(self) -> dict[str, Any]:
-        return {
+        described: dict[str, Any] = {
             "wheel_rank": self.rules.wheel_rank,
             "ace_high_pushes_pai_gow": self.rules.ace_high_pushes_pai_gow,
         }
+        if self.way is not None:  # journaled with every round: audit verify deals it again
+            described["house_way"] = self.way.name
+            described["house_way_digest"] = self.way.digest
+        return described
+
+    def set_by_house_way(self, cards: Sequence[Any]) -> Setting:
+        """Seven cards set by this table's House Way."""
+        if self.way is not None:
+            return self.way.set([int(c) for c in cards], self.rules)
+        return house_way(cards, self.rules)
 
     def describe_paytables(self) -> dict[str, Any]:
         return {
@@ -524,6 +538,8 @@ class Table:
             config_digest=self._config_digest,
             software_digest=self._software[0],
             software_verified=self._software[1],
+            house_way=self.settings.way.name if self.settings.way else "",
+            house_way_digest=self.settings.way.digest if self.settings.way else "",
             # A flood adds one a minute: the retained status stays small, the total is told.
             alarms_unacknowledged=list(self.latched.values())[:STATUS_ALARMS],
             alarms_unacknowledged_total=len(self.latched),
@@ -716,7 +732,7 @@ class Table:
         by_position = assign_packets(packets, r.draw.position)
         dealer = tuple(int(c) for c in by_position[DEALER_POSITION])
         two_jacks = dealer_has_two_jacks(dealer)
-        setting = None if two_jacks else house_way(by_position[DEALER_POSITION], rules)
+        setting = None if two_jacks else s.set_by_house_way(by_position[DEALER_POSITION])
         dealer_value = HandValue(evaluate(dealer, rules.wheel_high))
         r.dealer_cards, r.dealer_setting = dealer, setting
 
@@ -1045,6 +1061,8 @@ class Table:
             "config_digest": self._config_digest,
             "software_digest": self._software[0],
             "software_verified": self._software[1],
+            "house_way": self.settings.way.name if self.settings.way else "",
+            "house_way_digest": self.settings.way.digest if self.settings.way else "",
         }
         return [CommandReply(command.request_id, command.kind, True, data=data)]
 
@@ -1174,6 +1192,7 @@ class Table:
             r.dealer_cards,
             self.settings.rules,
             seat=command.seat,
+            house_way_of=self.settings.set_by_house_way,
         )
         earlier = r.players.get(command.seat)
         if earlier is not None:

@@ -4,7 +4,7 @@ previews)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from controller.game.cards import parse_card
 from controller.game.deal import (
@@ -31,13 +31,15 @@ def player_result(
     rules: Rules,
     *,
     seat: str,
+    house_way_of: Callable[[Sequence[int]], Setting] | None = None,
 ) -> tuple[Setting, PaiGowResult]:
     """A player's setting of ``cards`` (``front`` in front, or the House Way when None) and its
     Pai Gow result against the dealer (docs/rules.md §4, §5): what the table settles and what the
-    dealer page previews, from one piece of code. ValueError when the front is not two of them."""
+    dealer page previews, from one piece of code. ValueError when the front is not two of them.
+    ``house_way_of``: the table's House Way (its way file), else the filed way's rule code."""
     parsed = [parse_card(t) for t in cards]
     if front is None:
-        setting = house_way(parsed, rules)
+        setting = house_way_of(parsed) if house_way_of else house_way(parsed, rules)
     else:
         chosen = [parse_card(t) for t in front]
         if len(chosen) != 2 or any(c not in parsed for c in chosen):

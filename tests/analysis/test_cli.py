@@ -135,6 +135,7 @@ def test_report_writes_every_section(
         "## Push Ace High (Monte Carlo)",
         "## The Pai Gow wager (Monte Carlo)",
         "### Beside the lab report's 1.82%",
+        "## The Pai Gow wager by House Way",
     ):
         assert heading in text
     summary = text.split("## Chan Chu (exact)")[0]

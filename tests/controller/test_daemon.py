@@ -129,14 +129,20 @@ async def test_kill_9_mid_round_voids_it_on_restart_and_loses_nothing(tmp_path: 
         proc = _start(config)
         try:
             view = _journal_view(tmp_path)
-            await _until(lambda: view.stats().events >= 2)  # both devices online
+            await _until(lambda: _count_events(tmp_path, "device_online") >= 2)
             for n in (1, 2):
                 await rng.press()
                 await shuffler.deal()
                 await _until(lambda n=n: view.stats().by_status.get("settled", 0) == n)
             await rng.press()
             await shuffler.deal("silence_mid_deal")  # three packets, then nothing
-            await _until(lambda: view.open_round_id() is not None and view.stats().events >= 16)
+            # Two whole deals of seven packets, then three of the third.
+            await _until(
+                lambda: (
+                    view.open_round_id() is not None
+                    and _count_events(tmp_path, "packet_dealt") >= 17
+                )
+            )
             open_id = view.open_round_id()
             before = view.stats()
             proc.send_signal(signal.SIGKILL)

@@ -83,6 +83,8 @@ async def test_setting_is_shown_within_300_ms_of_the_last_packet(
             setting = result.dealer.setting if result.dealer else None
             if setting is not None:
                 await expect(page.locator("#rule-id")).to_have_text(setting.rule or "")
+                # The way the dealer was set by, beside its rule (docs/house-way.md).
+                await expect(page.locator("#way-name")).to_have_text(" · dealer-open")
                 front = page.locator("#dealer-setting .hand.front .card")
                 back = page.locator("#dealer-setting .hand.back .card")
                 assert [await c.get_attribute("data-card") for c in await front.all()] == (

@@ -82,6 +82,12 @@ function renderDevicesDown() {
     el("span", { class: "down-detail", text: [d.at ? `since ${timeText(d.at)}` : "", wordsIn(d.detail)].filter(Boolean).join(" · ") }))));
 }
 
+// The way the dealer was set by (journaled with the round; the status's before a result).
+function wayName(res) {
+  const way = (res && res.rules && res.rules.house_way) || (S.status && S.status.house_way) || "";
+  return way ? ` · ${way}` : "";
+}
+
 function renderDealer() {
   const r = S.round;
   const res = result();
@@ -110,7 +116,8 @@ function renderDealer() {
     setting.dataset.roundId = r.round_id;
     setting.dataset.roundSeq = r.round_seq;
     fill(setting,
-      el("div", { class: "rule" }, "House Way ", el("b", { id: "rule-id", text: s.rule || "" })),
+      el("div", { class: "rule" }, "House Way ", el("b", { id: "rule-id", text: s.rule || "" }),
+        el("small", { id: "way-name", text: wayName(res) })),
       el("div", { class: "hands" },
         el("div", { class: "hand front" },
           el("div", { class: "hand-label" }, "FRONT", el("small", { text: "two cards" })),
