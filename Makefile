@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck bench clean venv chromium wheel package deb-tools
+.PHONY: test demo demo-pit rabbitmq-mqtt lint typecheck bench clean venv chromium wheel package deb-tools
 
 venv: $(STAMP)
 
@@ -14,13 +14,24 @@ $(STAMP): pyproject.toml | deb-tools
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
-test: $(STAMP) chromium deb-tools
+test: $(STAMP) chromium deb-tools rabbitmq-mqtt
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest
 
 demo: $(STAMP)
 	$(BIN)/paigow-table demo
+
+# Six real table daemons (simulated devices) and the pit's page over them (docs/pit.md).
+demo-pit: $(STAMP)
+	$(BIN)/paigow-table demo --tables 6 --http-port 8090
+
+# The pit's test against RabbitMQ's MQTT plugin (tests/pit/test_rabbitmq.py): the plugin on, its
+# listener on 127.0.0.1:1884 (1883 is Mosquitto's), set in the running node before it starts.
+rabbitmq-mqtt:
+	rabbitmqctl -q status >/dev/null 2>&1 || (rabbitmq-server -detached && rabbitmqctl -q await_startup)
+	rabbitmqctl eval 'application:load(rabbitmq_mqtt), application:set_env(rabbitmq_mqtt, tcp_listeners, [{"127.0.0.1", 1884}]).' >/dev/null
+	rabbitmq-plugins enable --quiet rabbitmq_mqtt
 
 # The browser tests drive Debian's chromium (tests/display); CI runs as root.
 chromium:

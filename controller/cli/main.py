@@ -47,8 +47,16 @@ def build_parser(
 def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
     """Subcommands that live in other modules, imported only when the CLI starts."""
     from controller.cli import analyze, audit, journal, monitor
+    from pit import cli as pit  # the casino's side: its own package and service (docs/pit.md)
 
-    return [table.register, journal.register, audit.register, analyze.register, monitor.register]
+    return [
+        table.register,
+        journal.register,
+        audit.register,
+        analyze.register,
+        monitor.register,
+        pit.register,
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -25,6 +25,15 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     import asyncio
 
+    if args.tables is not None:  # a pit of N tables: real daemons and the pit (pit/demo.py)
+        from pit.demo import run_demo as run_pit_demo
+
+        args.database = ""
+        try:
+            return asyncio.run(run_pit_demo(args))
+        except KeyboardInterrupt:
+            return 130
+
     from simulators.demo import run_demo
 
     try:
@@ -108,6 +117,14 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         help="a biased simulated device, to see game protection catch it (docs/protection.md)",
     )
     p.add_argument("--journal", help="journal file (default: a temporary one)")
+    p.add_argument(
+        "--tables",
+        type=int,
+        default=None,
+        metavar="N",
+        help="N tables as real daemons and the pit's page over them (docs/pit.md); "
+        "--http-port is then the pit page's",
+    )
     p.add_argument(
         "--http-port",
         type=int,

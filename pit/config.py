@@ -1,0 +1,173 @@
+"""The pit's config (``/etc/paigow-pit/pit.toml``; ``config/pit.example.toml``)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SiteConfig(_Model):
+    id: str = Field(min_length=1, description="the site, as in the tables' topic prefix")
+    topic_root: str = Field(
+        "", description="the topic under which the tables publish; default casino/<site>/paigow/"
+    )
+
+    @property
+    def root(self) -> str:
+        root = self.topic_root or f"casino/{self.id}/paigow/"
+        return root if root.endswith("/") else root + "/"
+
+
+class BrokerConfig(_Model):
+    host: str = "127.0.0.1"
+    port: int = Field(1883, ge=1, le=65535)
+    protocol: Literal["3.1.1", "5"] = "5"
+    client_id: str = Field(
+        "paigow-pit-1",
+        min_length=1,
+        max_length=64,
+        description="the persistent session's id: one per pit instance, stable across restarts",
+    )
+    share_group: str = Field(
+        "", description="join the MQTT 5 shared subscription $share/<group>/… (several pits)"
+    )
+    keepalive: int = Field(30, ge=5, le=600)
+    session_expiry: int = Field(
+        7 * 86_400, ge=60, description="MQTT 5: seconds the broker keeps the session while away"
+    )
+    username: str | None = None
+    password_file: Path | None = None
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    batch: int = Field(200, ge=1, le=5000, description="messages committed per transaction")
+
+
+class DatabaseConfig(_Model):
+    url: str = Field(
+        "",
+        description="postgresql://user@host/db (psycopg 3) or sqlite:////path/pit.sqlite3; "
+        "empty: an SQLite file in [database] path",
+    )
+    path: Path = Path("/var/lib/paigow-pit/pit.sqlite3")
+
+
+class RecordConfig(_Model):
+    checkpoint_key_file: Path | None = Field(
+        None, description="the tables' checkpoint key (hex): checkpoints are checked with it"
+    )
+    checkpoint_keys: dict[str, Path] = Field(
+        default_factory=dict, description="a key file per table id, when tables have their own"
+    )
+
+
+class CommandsConfig(_Model):
+    key_file: Path | None = Field(
+        None, description="HMAC-SHA256 key (hex) the pit signs its commands with (acknowledge)"
+    )
+    key_id: str = "pit"
+    supervisors: list[str] = Field(
+        default_factory=list, description="names allowed to acknowledge alarms from the pit page"
+    )
+
+
+class WebConfig(_Model):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(8090, ge=0, le=65535)
+    token_file: Path | None = Field(
+        None, description="the access token (required when host is not a loopback address)"
+    )
+
+
+class ShiftConfig(_Model):
+    starts: list[str] = Field(
+        default_factory=lambda: ["06:00", "14:00", "22:00"],
+        description="shift boundaries, HH:MM in the site's time zone",
+    )
+    timezone: str = "UTC"
+    report_key_file: Path | None = Field(
+        None, description="HMAC key (hex) of the signed end-of-shift report"
+    )
+
+    @field_validator("starts")
+    @classmethod
+    def _hhmm(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("at least one shift start")
+        for item in value:
+            h, _, m = item.partition(":")
+            if not (h.isdigit() and m.isdigit() and int(h) < 24 and int(m) < 60):
+                raise ValueError(f"{item!r} is not HH:MM")
+        return sorted(value)
+
+
+class ProtectionConfig(_Model):
+    shufflers: dict[str, str] = Field(
+        default_factory=dict,
+        description="each table's shuffler as 'MODEL SERIAL' (e.g. 'MDX-2 0451'): game "
+        "protection pooled by shuffler and by model across tables",
+    )
+
+
+class PitConfig(_Model):
+    site: SiteConfig
+    broker: BrokerConfig = BrokerConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    record: RecordConfig = RecordConfig()
+    commands: CommandsConfig = CommandsConfig()
+    web: WebConfig = WebConfig()
+    shift: ShiftConfig = ShiftConfig()
+    protection: ProtectionConfig = ProtectionConfig()
+    log_level: str = "INFO"
+
+    @property
+    def database_url(self) -> str:
+        return self.database.url or f"sqlite:///{self.database.path}"
+
+
+class PitConfigError(Exception):
+    pass
+
+
+def parse_pit_config(text: str, file: str = "<pit>") -> PitConfig:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PitConfigError(f"{file}: {exc}") from None
+    try:
+        return PitConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [f"{file}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise PitConfigError("\n".join(lines)) from None
+
+
+def load_pit_config(path: str | os.PathLike[str]) -> PitConfig:
+    return parse_pit_config(Path(path).read_text(encoding="utf-8"), str(path))
+
+
+def read_secret(path: Path) -> str:
+    """A token or password from a file: refused when others may read it."""
+    mode = path.stat().st_mode
+    if mode & 0o007:
+        raise PitConfigError(f"{path}: readable by everyone; chmod 0600 (or 0640 root:paigow)")
+    return path.read_text(encoding="utf-8").strip()
+
+
+def read_hex_key(path: Path) -> bytes:
+    text = read_secret(path)
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        raise PitConfigError(f"{path}: expected the key as hex digits") from None
+    if len(key) < 32:
+        raise PitConfigError(f"{path}: the key is shorter than 32 bytes")
+    return key

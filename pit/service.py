@@ -1,0 +1,89 @@
+"""``paigow-table pit run``: the ingest and the pit page in one process, until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+
+from pit.config import PitConfig, read_hex_key
+from pit.ingest import Ingest
+from pit.store import Outcome, Shifts, Store, migrate, redact
+from pit.web import PitWeb
+
+log = logging.getLogger("pit")
+
+
+def store_factory(config: PitConfig) -> Callable[[], Store]:
+    default = (
+        read_hex_key(config.record.checkpoint_key_file)
+        if config.record.checkpoint_key_file
+        else None
+    )
+    keys = {t: read_hex_key(p) for t, p in config.record.checkpoint_keys.items()}
+    shifts = Shifts(config.shift.starts, config.shift.timezone)
+
+    def make() -> Store:
+        return Store(
+            config.database_url,
+            shifts=shifts,
+            checkpoint_keys=keys,
+            default_checkpoint_key=default,
+            root=config.site.root,
+        )
+
+    return make
+
+
+class Pit:
+    def __init__(self, config: PitConfig) -> None:
+        self.config = config
+        self.make_store = store_factory(config)
+        self.web = PitWeb(config, self.make_store) if config.web.enabled else None
+        self.ingest = Ingest(config, self.make_store, self._on_batch)
+
+    def _on_batch(self, outcome: Outcome) -> None:
+        if self.web is not None:
+            self.web.hub.on_batch(outcome)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while True:  # the database may not be up yet when the pit starts
+            try:
+                applied = await asyncio.to_thread(migrate, self.config.database_url)
+                break
+            except Exception as exc:
+                log.warning("pit_migrate_waiting db=%s: %s", redact(self.config.database_url),
+                            type(exc).__name__)  # fmt: skip
+                try:
+                    await asyncio.wait_for(stop.wait(), 2.0)
+                    return
+                except TimeoutError:
+                    continue
+        if applied:
+            log.info("pit_migrated %s", ",".join(applied))
+        tasks = [asyncio.create_task(self.ingest.run(stop), name="pit-ingest")]
+        if self.web is not None:
+            tasks.append(asyncio.create_task(self.web.run(stop), name="pit-web"))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def run_pit(config: PitConfig, ready: Callable[[Pit], None] | None = None) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    pit = Pit(config)
+    task = asyncio.create_task(pit.run(stop))
+    if ready is not None:
+        await pit.ingest.connected.wait()
+        if pit.web is not None:
+            await pit.web.started.wait()
+        ready(pit)
+    await task
+    return 0

@@ -1,0 +1,198 @@
+"""Simulated tables' feeds, made in-process with the table's own message models and envelope
+(``controller.messages``), its hash-chain link (``controller.journal.store.chain_link``) and
+checkpoint signature (``controller.journal.checkpoints.sign_checkpoint``): schema-valid,
+sequenced, chained and checkpointed, as a real table sends them. For the pit's benchmark
+(bench/pit.py) and tests, where a thousand real daemons would not fit on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.journal.checkpoints import sign_checkpoint
+from controller.journal.store import chain_link
+from controller.messages import (
+    AlarmPayload,
+    CheckpointPayload,
+    DevicePayload,
+    Payload,
+    PlayerPayload,
+    RoundPayload,
+    StatusPayload,
+    envelope,
+)
+
+_RANKS = "23456789TJQKA"
+_SUITS = "cdhs"
+DECK = [r + s for r in _RANKS for s in _SUITS] + ["JK"]
+SIDE_OUT = {"line": "other", "pays": -1, "wager": None, "win": None}
+
+
+def _side(wager: int | None, pays: int) -> dict[str, Any]:
+    win = None if wager is None else (wager * pays if pays > 0 else -wager)
+    line = "other" if pays < 0 else "straight"
+    return {"line": line, "pays": pays, "wager": wager, "win": win}
+
+
+@dataclass
+class SimTable:
+    """One table's feed: ``next_round`` returns the envelopes a settled (or dead) round makes:
+    the round, sometimes a player's setting or an alarm, and a signed checkpoint."""
+
+    table_id: str
+    site: str = "demo"
+    key: bytes = b"\x00" * 32
+    seed: int = 0
+    seq: int = 0
+    round_seq: int = 0
+    event_id: int = 0
+    chain: str = ""
+    dealer_id: str = "D-100"
+    rng: random.Random = field(default_factory=random.Random)
+
+    def __post_init__(self) -> None:
+        self.rng.seed(self.seed or hash(self.table_id))
+
+    @property
+    def prefix(self) -> str:
+        return f"casino/{self.site}/paigow/{self.table_id}/"
+
+    def _id(self) -> str:
+        return f"{self.table_id}-{uuid.uuid4().hex[:26].upper()}"
+
+    def _events(self, n: int, kind: str, round_id: str | None, at: str) -> None:
+        """The journal's chained events the table would have written (the chain only)."""
+        for _ in range(n):
+            self.event_id += 1
+            text = json.dumps({"n": self.event_id}, separators=(",", ":"))
+            self.chain = chain_link(self.chain, self.event_id, round_id, at, kind, text)
+
+    def _envelope(
+        self, payload: Payload, now: datetime, *, sequenced: bool = True
+    ) -> tuple[str, dict[str, Any]]:
+        if sequenced:
+            self.seq += 1
+        topic = payload.topic if isinstance(payload, RoundPayload) else payload.TOPIC
+        if isinstance(payload, DevicePayload):
+            topic = f"device/{payload.device}"
+        body = envelope(payload, msg_id=self._id(), table_id=self.table_id, seq=self.seq, time=now)
+        return self.prefix + topic, body
+
+    def status(self, now: datetime, state: str = "online") -> tuple[str, dict[str, Any]]:
+        payload = StatusPayload(
+            state=state,  # type: ignore[arg-type]
+            table_open=True,
+            devices={"shuffler": True, "rng": True},
+            software_version="0.1.0",
+            dealer_id=self.dealer_id,
+        )
+        return self._envelope(payload, now, sequenced=False)
+
+    def devices(self, now: datetime) -> list[tuple[str, dict[str, Any]]]:
+        return [
+            self._envelope(DevicePayload(device=d, online=True, detail="simulated"), now)
+            for d in ("shuffler", "rng")
+        ]
+
+    def next_round(self, now: datetime, wager: int | None = 10) -> list[tuple[str, dict[str, Any]]]:
+        self.round_seq += 1
+        at = now.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        round_id = self._id()
+        cards = self.rng.sample(DECK, 49)
+        dead = self.rng.random() < 0.03
+        positions = [
+            {"position": i + 1, "seat": "dealer" if i == 0 else str(i),
+             "cards": cards[i * 7:(i + 1) * 7], "packet": i + 1}
+            for i in range(7)
+        ]  # fmt: skip
+        seats: list[dict[str, Any]] = []
+        if not dead:
+            for i in range(1, 7):
+                hand = cards[i * 7 : (i + 1) * 7]
+                pays = self.rng.choice([-1, -1, -1, -1, -1, 2, 3])
+                seats.append(
+                    {
+                        "seat": str(i), "position": i + 1, "cards": hand,
+                        "best_hand": "a hand", "wagers": None,
+                        "chan_chu": _side(wager, pays), "jacks_beat": _side(None, -1),
+                        "push_ace_high": _side(None, -1),
+                        "envy": {"qualifies": False, "total": 0, "awards": []},
+                    }
+                )  # fmt: skip
+        dealer_cards = cards[:7]
+        payload = RoundPayload.model_validate(
+            {
+                "round_id": round_id,
+                "round_seq": self.round_seq,
+                "status": "dead" if dead else "settled",
+                "reasons": [{"code": "short_packet", "detail": "packet 3 has 6 cards"}]
+                if dead
+                else [],
+                "opened_at": at,
+                "closed_at": at,
+                "shuffle_id": f"sim-{self.round_seq:05d}",
+                "card_source": "shuffler",
+                "dealer_id": self.dealer_id,
+                "first_position": {"method": "rng", "number": 1, "dice": None, "position": 1},
+                "positions": positions,
+                "dealer": None
+                if dead
+                else {
+                    "cards": dealer_cards,
+                    "best_hand": "a hand",
+                    "two_jacks": False,
+                    "ace_high_pai_gow": False,
+                    "setting": {
+                        "front": dealer_cards[:2],
+                        "back": dealer_cards[2:],
+                        "rule": "NP",
+                        "front_hand": "a front",
+                        "back_hand": "a back",
+                    },
+                },
+                "seats": seats,
+                "rules": {"wheel_rank": "second_highest", "ace_high_pushes_pai_gow": False},
+                "paytables": {"chan_chu": "PT3", "jacks_beat": "B", "envy": "PT3"},
+            }
+        )
+        self._events(12, "packet_dealt", round_id, at)
+        out = [self._envelope(payload, now)]
+        if not dead and self.rng.random() < 0.2:
+            seat = seats[0]
+            player = PlayerPayload.model_validate(
+                {
+                    "round_id": round_id, "seat": "1",
+                    "setting": {"front": seat["cards"][:2], "back": seat["cards"][2:],
+                                "rule": None, "front_hand": "f", "back_hand": "b"},
+                    "house_way": False, "foul": False,
+                    "pai_gow": {"outcome": self.rng.choice(["win", "push", "lose"]),
+                                "reason": "sim", "back": "win", "front": "lose"},
+                    "setting_id": f"{round_id}/1/1",
+                }
+            )  # fmt: skip
+            out.append(self._envelope(player, now))
+        if self.rng.random() < 0.02:
+            alarm = AlarmPayload(
+                code="deal_timeout", severity="warning", detail="simulated", alarm_id=self._id()
+            )
+            out.append(self._envelope(alarm, now))
+        body: dict[str, Any] = {
+            "table_id": self.table_id,
+            "event_id": self.event_id,
+            "chain": self.chain,
+            "made_at": at,
+        }
+        checkpoint = CheckpointPayload(
+            **body, key_id="checkpoint.key", hmac=sign_checkpoint(self.key, body)
+        )
+        out.append(self._envelope(checkpoint, now))
+        return out
+
+
+def wire(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
