@@ -31,6 +31,7 @@ import aiohttp
 from drivers.framing import STX, MsgType
 from simulators.demo import DEMO_CONFIG
 from simulators.mosquitto import MOSQUITTO, Mosquitto, with_parent
+from simulators.notify import forget, notify_socket
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator
@@ -329,17 +330,8 @@ class TableProcess:
 
     def _notify_socket(self) -> socket.socket:
         if self._sock is None:
-            path = self.workdir / "notify.sock"
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            sock.bind(str(path))
-            sock.setblocking(False)
-            self._sock = sock
-        # Forget what an earlier run of the daemon said.
-        with contextlib.suppress(BlockingIOError):
-            while self._sock.recv(4096):
-                pass
+            self._sock = notify_socket(self.workdir / "notify.sock")
+        forget(self._sock)  # what an earlier run of the daemon said
         return self._sock
 
     def spawn(self) -> float:

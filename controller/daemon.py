@@ -194,7 +194,7 @@ class Daemon:
                 self.ready.set()
                 log.info("daemon_ready", table_id=self.config.table.id, devices=len(self.devices))
         except* _Shutdown:
-            pass
+            self.stopping.set()  # a stop that was asked for: the TaskGroup ends, run returns
         finally:
             if handle_signals:
                 for sig in (signal.SIGTERM, signal.SIGINT):

@@ -319,5 +319,3 @@ def log_effect(table_id: str, effect: Effect) -> None:
             # A critical alarm is critical in the journal too (journalctl -p crit finds it).
             emit = log.critical if p.severity == "critical" else log.warning
             emit("alarm", code=p.code, severity=p.severity, detail=p.detail, device=p.device)
-        case _:
-            pass

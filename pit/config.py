@@ -135,7 +135,7 @@ class PitConfig(_Model):
 
 
 class PitConfigError(Exception):
-    pass
+    """A pit config the pit cannot run with: the message names the file and the key."""
 
 
 def parse_pit_config(text: str, file: str = "<pit>") -> PitConfig:

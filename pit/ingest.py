@@ -243,4 +243,4 @@ class Ingest:
 
 
 class _DatabaseDown(Exception):
-    pass
+    """The database refused a batch: nothing is acknowledged, the broker sends it again."""

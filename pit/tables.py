@@ -6,7 +6,6 @@ the RNG box and deals a round every ``interval`` seconds."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import socket
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from simulators.demo import DEMO_CONFIG
 from simulators.mosquitto import with_parent
+from simulators.notify import forget, notify_socket
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator
@@ -103,16 +103,8 @@ class TableDaemon:
 
     def _notify_socket(self) -> socket.socket:
         if self._sock is None:
-            path = self.workdir / "notify.sock"
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            sock.bind(str(path))
-            sock.setblocking(False)
-            self._sock = sock
-        with contextlib.suppress(BlockingIOError):
-            while self._sock.recv(4096):
-                pass
+            self._sock = notify_socket(self.workdir / "notify.sock")
+        forget(self._sock)
         return self._sock
 
     async def start(self, timeout: float = 60.0) -> None:

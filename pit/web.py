@@ -298,8 +298,8 @@ class PitWeb:
                 if not item:  # the pit is stopping
                     break
                 await response.write(item.encode())
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:  # the browser went away; a cancellation goes on up
+            return response
         finally:
             self.hub.queues.discard(queue)
         return response

@@ -174,8 +174,6 @@ class LiveState:
             case CommandReply(command="set_seats", ok=True, data=data) if data:
                 self.occupied = dict(data.get("occupied", {}))
                 self._publish("seats", {"occupied": self.occupied})
-            case _:
-                pass
 
     def _round_opened(self, effect: RoundOpened) -> None:
         self.last_payload = None

@@ -307,6 +307,18 @@ def _may_be_complete(back: Sequence[int], table: list[int]) -> bool:
     return suits + joker >= 5 or bool(table[mask | (joker << 13)])
 
 
+def _best_complete(
+    candidates: Sequence[tuple[int, int, tuple[int, int]]],
+) -> tuple[int, int, tuple[int, int]]:
+    """Of (front key, back key, front) splits whose back is a straight or flush: the highest
+    front, then the highest back, then the joker kept in back, then the lowest codes in front
+    (docs/rules.md §7)."""
+    return max(
+        candidates,
+        key=lambda c: (c[0], c[1], 0 if JOKER_CODE in c[2] else 1, tuple(-x for x in sorted(c[2]))),
+    )
+
+
 def _complete_hand(cards: Sequence[int], wheel_high: bool) -> tuple[str, tuple[int, int], int]:
     """docs/rules.md §7 Complete Hand step 4: first rule with a candidate: highest front, then
     back."""
@@ -330,15 +342,7 @@ def _complete_hand(cards: Sequence[int], wheel_high: bool) -> tuple[str, tuple[i
     for rule, accepts in rules:
         eligible = [c for c in candidates if accepts(c[0], c[1])]
         if eligible:
-            _, back_value, front = max(
-                eligible,
-                key=lambda c: (
-                    c[0],
-                    c[1],
-                    0 if JOKER_CODE in c[2] else 1,
-                    tuple(-x for x in sorted(c[2])),
-                ),
-            )
+            _, back_value, front = _best_complete(eligible)
             return rule, front, back_value
     raise HouseWayError(f"complete hand without a straight or flush back: {cards}")
 

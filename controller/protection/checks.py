@@ -426,18 +426,13 @@ def _tilted_mean(null: Sequence[float], theta: float) -> float:
 # --- c, d. repeated and weak shuffles --------------------------------------------------------
 
 
-class TailCheck(Check):
-    """One CUSUM whose round is "in the tail" or not: LR = (1 - ε) + ε · (share of comparisons in
-    the tail) / P(tail), a mixture over the comparisons of the likelihood ratio of the null
-    conditioned on its tail, so its mean under the null is exactly 1. ``bins`` tabulate the
-    per-comparison statistic beside its exact expectation."""
+class BinnedCounts:
+    """Counts in ``bin_labels`` bins of a statistic, observed beside its exact expectation (the
+    panel's table), kept with the check's state."""
 
-    epsilon = 0.5
     bin_labels: tuple[str, ...] = ()
-
-    def __init__(self) -> None:
-        super().__init__([0.0])
-        self.clear_counts()
+    observed: list[int]
+    expected: list[float]
 
     def clear_counts(self) -> None:
         self.observed = [0] * len(self.bin_labels)
@@ -449,6 +444,19 @@ class TailCheck(Check):
     def load_counts(self, data: dict[str, Any]) -> None:
         self.observed = _ints(data, "observed", len(self.bin_labels))
         self.expected = _floats(data, "expected", len(self.bin_labels))
+
+
+class TailCheck(BinnedCounts, Check):
+    """One CUSUM whose round is "in the tail" or not: LR = (1 - ε) + ε · (share of comparisons in
+    the tail) / P(tail), a mixture over the comparisons of the likelihood ratio of the null
+    conditioned on its tail, so its mean under the null is exactly 1. ``bins`` tabulate the
+    per-comparison statistic beside its exact expectation."""
+
+    epsilon = 0.5
+
+    def __init__(self) -> None:
+        super().__init__([0.0])
+        self.clear_counts()
 
     def step(
         self, in_tail: float, comparisons: int, tail: float, now: datetime

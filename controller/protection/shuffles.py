@@ -17,15 +17,15 @@ never a false alarm.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
 from fractions import Fraction
 from functools import cache
 from math import comb, exp, factorial, inf, log
-from typing import Any
 
 from controller.protection import exact
-from controller.protection.checks import Cell, Check, Round, _floats, _ints
+from controller.protection.checks import BinnedCounts, Cell, Check, Round
 from controller.protection.exact import PACKETS
 from controller.protection.orders import OrderView
 
@@ -35,7 +35,7 @@ ORIENTS = ("", " reversed")
 COMMON = range(exact.DEALT - 2 * exact.STUB_SIZE, exact.DEALT + 1)
 
 
-class OrderCheck(Check):
+class OrderCheck(BinnedCounts, Check):
     """A check on ``Round.orders``: CUSUMs in groups, one group per (lag, variant), each group
     a bank over ``alts`` alternatives; every CUSUM sees an increment each round its reference
     exists (no lazy steps)."""
@@ -81,9 +81,9 @@ class OrderCheck(Check):
         """The latest observation behind a variant's CUSUMs, for a person."""
         return ""
 
+    @abstractmethod
     def increments(self, view: OrderView) -> list[tuple[int, Sequence[float]]]:
         """(variant, the LLR of each alternative) for this view; counts the panel's bins."""
-        raise NotImplementedError
 
     def reference(self, i: int) -> str:
         lag, variant, _ = self.split(i)
@@ -94,17 +94,6 @@ class OrderCheck(Check):
 
     def label(self, i: int) -> str:
         return f"{self.alternative(i)} of {self.reference(i)}"
-
-    def clear_counts(self) -> None:
-        self.observed = [0] * len(self.bin_labels)
-        self.expected = [0.0] * len(self.bin_labels)
-
-    def counts_state(self) -> dict[str, Any]:
-        return {"observed": list(self.observed), "expected": list(self.expected)}
-
-    def load_counts(self, data: dict[str, Any]) -> None:
-        self.observed = _ints(data, "observed", len(self.bin_labels))
-        self.expected = _floats(data, "expected", len(self.bin_labels))
 
     def tally(self, value: int, chances: Sequence[float], edges: Sequence[int]) -> None:
         b = 0

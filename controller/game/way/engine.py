@@ -39,6 +39,7 @@ from controller.game.house_way import (
     _ROYAL_KEY,
     FrontSpec,
     _back_of,
+    _best_complete,
     _choose,
     _may_be_complete,
     _Ranks,
@@ -439,15 +440,7 @@ class Way:
         if c.back_ok is not None:
             back_ok, front_min = c.back_ok, c.front_min
             eligible = [x for x in hand.candidates if x[0] >= front_min and back_ok(x[1])]
-            _, back_value, front = max(
-                eligible,
-                key=lambda x: (
-                    x[0],
-                    x[1],
-                    0 if JOKER_CODE in x[2] else 1,
-                    tuple(-v for v in sorted(x[2])),
-                ),
-            )
+            _, back_value, front = _best_complete(eligible)
             return rule.id, front, back_value, cls
         front, back_value = _choose(ordered, h, self._spec(c, hand), wheel_high)
         return rule.id, front, back_value, cls
