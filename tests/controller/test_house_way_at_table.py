@@ -147,3 +147,15 @@ def test_a_way_that_does_not_parse_or_exist_is_a_config_error(tmp_path: Path) ->
         if "house_way" in i.key
     ]
     assert "shipped way's name" in bad_name
+
+
+def test_a_way_file_of_bytes_that_are_not_text_is_a_config_error_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    planted = tmp_path / "planted.toml"
+    planted.write_bytes(b'name = "ours"\n[[rule]]\nid = "\xff\xfe"\n')
+    (tmp_path / "dir.toml").mkdir()
+    [issue] = _way_issues(_config_with_way(tmp_path, "planted.toml"))
+    assert "planted.toml:3" in issue and "UTF-8" in issue
+    [directory] = _way_issues(_config_with_way(tmp_path, "dir.toml"))
+    assert "cannot read" in directory

@@ -439,5 +439,13 @@ def _in_file_order(by_class: Mapping[str, Sequence[Rule]]) -> list[Rule]:
 
 
 def read_way(path: Path) -> WayText:
-    """Parse a way file."""
-    return parse_way(path.read_text(encoding="utf-8"), str(path))
+    """Parse a way file (bytes that are not UTF-8 are a syntax error naming their line)."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise WaySyntaxError(
+            str(path), line, f"expected UTF-8 text: byte {exc.start} is not UTF-8"
+        ) from None
+    return parse_way(text, str(path))
