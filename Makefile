@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo demo-pit rabbitmq-mqtt lint typecheck bench clean venv chromium wheel package deb-tools
+.PHONY: test check demo demo-pit rabbitmq-mqtt lint typecheck bench clean venv chromium wheel package deb-tools
 
 venv: $(STAMP)
 
@@ -14,10 +14,18 @@ $(STAMP): pyproject.toml | deb-tools
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
+# Everything, on both cores (pytest-xdist; tests/conftest.py groups the tests): what CI runs.
 test: $(STAMP) chromium deb-tools rabbitmq-mqtt
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
+
+# For every change, in a few minutes: everything but the tests that need a daemon, a browser, a
+# broker, PostgreSQL, a package build or every hand (markers set by tests/conftest.py).
+SLOW_MARKS := daemon or browser or broker or database or package or exhaustive or slow
+check: $(STAMP)
+	$(BIN)/ruff check .
+	HYPOTHESIS_PROFILE=quick $(BIN)/pytest -n 2 --dist loadgroup -m "not ($(SLOW_MARKS))"
 
 demo: $(STAMP)
 	$(BIN)/paigow-table demo

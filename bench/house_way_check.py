@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from controller.analysis.progress import Progress
 from controller.game.way import load_way
-from controller.game.way.check import check_way, hand_classes
+from controller.game.way.check import check_way, forget_decisions, hand_classes
 from controller.game.way.diff import diff_ways
 
 
@@ -57,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures[f"check_{way.name}_parent_cpu_s"] = round(time.process_time() - cpu, 1)
     if not args.no_diff and len(names) >= 2:
         a, b = load_way(names[0]), load_way(names[1])
+        # Timed from nothing: in one process the checks' decisions would make the diff free.
+        forget_decisions()
         d = diff_ways(a, b, workers=args.workers, progress=Progress("diff", force=True))
         top = d.pairs[0] if d.pairs else None
         print(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,7 @@ CACHES = {r.wheel_rank: HouseWayCache.packaged(r) for r in WHEELS}
 STREAMS = {r.wheel_rank: _Stream(r) for r in WHEELS}
 
 
+@pytest.mark.exhaustive
 def test_the_packaged_table_is_what_the_rule_code_gives_today(tmp_path) -> None:  # type: ignore[no-untyped-def]
     fresh = write_tables(tmp_path / "table.bin.gz")
     assert gzip.decompress(fresh.read_bytes()) == gzip.decompress(TABLE_FILE.read_bytes()), (

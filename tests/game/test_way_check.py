@@ -7,16 +7,18 @@ one two-pair rule."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from controller.cli import main
-from controller.game.way import WayError, load_way
+from controller.game.way import WayError, check, load_way
 from controller.game.way.check import ALL_HANDS, check_way, example_cards
+from controller.game.way.diff import diff_ways
 from controller.game.way.engine import WAYS_DIR, Way, parse
 from controller.game.way.proof import proof_path, proof_problem
 
-pytestmark = pytest.mark.slow  # each check sets every hand class: about half a minute
+pytestmark = pytest.mark.exhaustive  # each check sets every hand class: about half a minute
 
 FILED = (WAYS_DIR / "dealer-open.toml").read_text(encoding="utf-8")
 
@@ -41,6 +43,12 @@ def _fails_as(way: Way, kind: str) -> tuple[str, int]:
     return failure.detail, failure.hands
 
 
+#: The shipped ways' check, their diff and the test of their sharing run in one worker, so
+#: every hand class is decided once per way (tests/conftest.py honours the group).
+SHIPPED = pytest.mark.xdist_group("exhaustive:shipped-ways")
+
+
+@SHIPPED
 @pytest.mark.parametrize("name", ["dealer-open", "classic"])
 def test_the_shipped_ways_pass_over_every_hand(name: str) -> None:
     way = load_way(name)
@@ -49,6 +57,45 @@ def test_the_shipped_ways_pass_over_every_hand(name: str) -> None:
     assert report.hands == ALL_HANDS == sum(report.by_rule.values())
     assert report.never_used == []
     assert report.to_dict()["digest"] == way.digest
+
+
+@SHIPPED
+def test_diff_of_the_shipped_ways(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["house-way", "diff", "dealer-open", "classic", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["hands"] == ALL_HANDS and report["unset"] == 0
+    # 6.246 %: a 200,000-hand sample gave 6.247 % (6.141-6.353)
+    assert report["differ"] == 9_628_320
+    top = report["by_rule_pair"][0]
+    assert (top["rule_a"], top["rule_b"], top["hands"]) == ("2P", "CL-2P-7", 9_480_240)
+    assert top["hands"] / report["differ"] > 0.98
+    assert sum(p["hands"] for p in report["by_rule_pair"]) == report["differ"]
+    for p in report["by_rule_pair"]:
+        cards = example_cards(p["example"])
+        a, b = load_way("dealer-open").set(cards), load_way("classic").set(cards)
+        assert (a.rule, b.rule) == (p["rule_a"], p["rule_b"])
+        assert (a.front_value, a.back_value) != (b.front_value, b.back_value)
+
+
+@SHIPPED
+def test_a_check_and_a_diff_decide_each_way_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exhaustive work is done once per way digest in a process: a diff after the checks
+    of both ways sets no hand again, and the reports are those of a fresh run's."""
+    computed: list[str] = []
+    compute = check._compute
+
+    def counting(way: Way, *args: Any) -> check.Decisions:
+        computed.append(way.digest)
+        return compute(way, *args)
+
+    monkeypatch.setattr(check, "_compute", counting)
+    a, b = load_way("dealer-open"), load_way("classic")
+    assert check_way(a, workers=2).passed and check_way(b, workers=2).passed
+    assert len(computed) <= 2 and len(set(computed)) == len(computed)
+    before = len(computed)
+    report = diff_ways(a, b, workers=2)
+    assert len(computed) == before  # nothing decided again
+    assert report.differ == 9_628_320 and report.unset == 0
 
 
 def test_a_hole_is_found_with_a_hand() -> None:
@@ -119,20 +166,3 @@ def test_check_from_the_command_line_names_the_line(tmp_path) -> None:  # type: 
         main(["house-way", "check", str(bad)])
     message = str(info.value.code)
     assert f"{bad}:132: " in message and "expected front = one of" in message
-
-
-def test_diff_of_the_shipped_ways(capsys) -> None:  # type: ignore[no-untyped-def]
-    assert main(["house-way", "diff", "dealer-open", "classic", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["hands"] == ALL_HANDS and report["unset"] == 0
-    # 6.246 %: a 200,000-hand sample gave 6.247 % (6.141-6.353)
-    assert report["differ"] == 9_628_320
-    top = report["by_rule_pair"][0]
-    assert (top["rule_a"], top["rule_b"], top["hands"]) == ("2P", "CL-2P-7", 9_480_240)
-    assert top["hands"] / report["differ"] > 0.98
-    assert sum(p["hands"] for p in report["by_rule_pair"]) == report["differ"]
-    for p in report["by_rule_pair"]:
-        cards = example_cards(p["example"])
-        a, b = load_way("dealer-open").set(cards), load_way("classic").set(cards)
-        assert (a.rule, b.rule) == (p["rule_a"], p["rule_b"])
-        assert (a.front_value, a.back_value) != (b.front_value, b.back_value)

@@ -58,7 +58,7 @@ def _compare_chunk(chunk: list[tuple[tuple[int, ...], int]]) -> list[tuple[int, 
     return bad
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 def test_dealer_open_sets_every_hand_class_as_the_rule_code() -> None:
     """Every rank pattern and every flush suit class (together, every hand: see check.py),
     setting and rule id compared; under the other wheel rule, every class that can make a

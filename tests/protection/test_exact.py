@@ -76,7 +76,7 @@ def test_hand_counts_with_the_joker_recomputed() -> None:
         assert n <= HAND_CATEGORY_COUNTS[c]
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 def test_shipped_hand_counts_are_the_engine_census() -> None:
     """Every hand class through ``hands.evaluate`` (about 3 s)."""
     counts, ace_high = count_hands()

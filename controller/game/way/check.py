@@ -26,8 +26,8 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from itertools import combinations, combinations_with_replacement
@@ -107,52 +107,122 @@ def _hand_classes() -> tuple[HandClass, ...]:
     return tuple(out)
 
 
-# --- running over the classes in worker processes ---------------------------------------------
+# --- every class decided once per way, in worker processes -------------------------------------
 
-_WORKER_WAYS: list[Way] = []
-
-
-def _init(texts: Sequence[tuple[str, str]]) -> None:
-    _WORKER_WAYS[:] = [parse(text, where) for text, where in texts]
+#: What a way does with one hand class: (rule id, front codes, back key), or, when it cannot set
+#: it, (kind, message) of the WayError (a hole, an overlap, a missing front).
+Decision = tuple[str, tuple[int, int], int] | tuple[str, str]
 
 
-def _chunks(items: Sequence[HandClass], n: int) -> list[Sequence[HandClass]]:
+@dataclass(frozen=True)
+class Decisions:
+    """A way's decision for every hand class (:func:`hand_classes` order) under one wheel rule,
+    and under the other for the classes that can make a wheel (no other hand depends on it)."""
+
+    main: tuple[Decision, ...]
+    other: dict[int, Decision]
+
+
+_WORKER_WAY: list[Way] = []
+#: Decisions by (way digest, wheel rule): a check and a diff of the same way in one process set
+#: every class once (the test suite checks and diffs the shipped ways; issue 33). Bounded.
+_DECIDED: OrderedDict[tuple[str, bool], Decisions] = OrderedDict()
+_DECIDED_MAX: Final = 4
+
+
+def forget_decisions() -> None:
+    """Empty the cache of decisions (a benchmark timing the engine starts from nothing)."""
+    _DECIDED.clear()
+
+
+def _init(text: str, where: str) -> None:
+    _WORKER_WAY[:] = [parse(text, where)]
+
+
+def _decide(way: Way, cards: Sequence[int], wheel_high: bool) -> Decision:
+    try:
+        rule, front, back_value, _ = way.decide(cards, wheel_high)
+    except WayError as exc:
+        return exc.kind, str(exc)
+    return rule, front, back_value
+
+
+def _decide_chunk(
+    chunk: Sequence[tuple[int, tuple[int, ...]]], wheel_high: bool
+) -> list[tuple[int, Decision, Decision | None]]:
+    way = _WORKER_WAY[0]
+    return [
+        (
+            i,
+            _decide(way, cards, wheel_high),
+            _decide(way, cards, not wheel_high) if may_make_a_wheel(cards) else None,
+        )
+        for i, cards in chunk
+    ]
+
+
+def _chunks(items: Sequence[Any], n: int) -> list[Sequence[Any]]:
     size = max(1, -(-len(items) // n))
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def _run_classes(
-    work: Callable[[Sequence[HandClass], bool], dict[str, Any]],
-    ways: Sequence[Way],
-    rules: Rules,
-    workers: int | None,
-    progress: Progress | None,
-) -> list[dict[str, Any]]:
+def _compute(
+    way: Way, wheel_high: bool, workers: int | None, progress: Progress | None
+) -> Decisions:
     classes = hand_classes()
+    indexed = [(i, cards) for i, (cards, _) in enumerate(classes)]
     # Interleave so every chunk gets its share of the slow flush classes.
-    classes = classes[0::2] + classes[1::2]
-    chunks = _chunks(classes, 200)
+    chunks = _chunks(indexed[0::2] + indexed[1::2], 200)
+    main: list[Decision | None] = [None] * len(classes)
+    other: dict[int, Decision] = {}
+
+    def take(done: list[tuple[int, Decision, Decision | None]]) -> None:
+        for i, decision, under_other in done:
+            main[i] = decision
+            if under_other is not None:
+                other[i] = under_other
+        if progress is not None:
+            progress.advance(sum(classes[i][1] for i, _, _ in done))
+
+    texts = (way.text.raw, way.text.path or way.name)
+    n = workers or min(2, os.cpu_count() or 1)
+    if n <= 1:
+        _init(*texts)
+        for chunk in chunks:
+            take(_decide_chunk(chunk, wheel_high))
+    else:
+        with ProcessPoolExecutor(n, initializer=_init, initargs=texts) as pool:
+            for future in [pool.submit(_decide_chunk, chunk, wheel_high) for chunk in chunks]:
+                take(future.result())
+    return Decisions(tuple(d for d in main if d is not None), other)
+
+
+def decisions(
+    way: Way,
+    rules: Rules = DEFAULT_RULES,
+    *,
+    workers: int | None = None,
+    progress: Progress | None = None,
+) -> Decisions:
+    """Every hand class decided by ``way`` under ``rules``' wheel rule (and the other, where it
+    matters), once per way digest in this process."""
+    key = (way.digest, rules.wheel_high)
     if progress is not None:
         progress.start(ALL_HANDS)
-    texts = [(w.text.raw, w.text.path or w.name) for w in ways]
-    n = workers or min(2, os.cpu_count() or 1)
-    results: list[dict[str, Any]] = []
-    if n <= 1:
-        _init(texts)
-        for chunk in chunks:
-            results.append(work(chunk, rules.wheel_high))
-            if progress is not None:
-                progress.advance(sum(w for _, w in chunk))
-    else:
-        with ProcessPoolExecutor(n, initializer=_init, initargs=(texts,)) as pool:
-            futures = [(pool.submit(work, chunk, rules.wheel_high), chunk) for chunk in chunks]
-            for future, chunk in futures:
-                results.append(future.result())
-                if progress is not None:
-                    progress.advance(sum(w for _, w in chunk))
+    found = _DECIDED.get(key)
+    if found is None:
+        found = _compute(way, rules.wheel_high, workers, progress)
+        if len(found.main) != len(hand_classes()):
+            raise AssertionError("a hand class was not decided")
+        _DECIDED[key] = found
+        while len(_DECIDED) > _DECIDED_MAX:
+            _DECIDED.popitem(last=False)
+    elif progress is not None:
+        progress.advance(ALL_HANDS)
+    _DECIDED.move_to_end(key)
     if progress is not None:
         progress.finish()
-    return results
+    return found
 
 
 # --- the check ----------------------------------------------------------------------------------
@@ -217,32 +287,39 @@ def may_make_a_wheel(cards: Sequence[int]) -> bool:
     return len(ranks & _WHEEL_RANKS) + (JOKER_CODE in cards) >= 5
 
 
-def _check_chunk(chunk: Sequence[HandClass], wheel_high: bool) -> dict[str, Any]:
-    way = _WORKER_WAYS[0]
-    by_rule: Counter[str] = Counter()
-    failures: dict[tuple[str, str], list[Any]] = {}
-    classes = 0
+def _failure_key(decision: Decision, note: str) -> tuple[str, str] | None:
+    """The failure a decision is, or None: a WayError's kind and message, or a foul."""
+    if len(decision) == 2:
+        return str(decision[0]), str(decision[1]) + note
+    rule, front, back_value = decision
+    if not is_foul_keys(front_key(front[0], front[1]), back_value):
+        return None
+    return "foul", f"rule {rule}: the front it sets beats the back (a foul){note}"
+
+
+def _tally(
+    decided: Decisions, wheel_high: bool
+) -> tuple[Counter[str], dict[tuple[str, str], list[Any]]]:
     other = " (under the other wheel rule, " + (
         "the wheel lowest)" if wheel_high else "the wheel second highest)"
     )
-    for cards, weight in chunk:
-        classes += 1
-        wheels = (wheel_high, not wheel_high) if may_make_a_wheel(cards) else (wheel_high,)
-        for wheel in wheels:
-            note = "" if wheel == wheel_high else other
-            try:
-                rule, front, back_value, _ = way.decide(cards, wheel)
-            except WayError as exc:
-                key = (exc.kind, str(exc) + note)
-            else:
-                if wheel == wheel_high:
-                    by_rule[rule] += weight
-                if not is_foul_keys(front_key(front[0], front[1]), back_value):
-                    continue
-                key = ("foul", f"rule {rule}: the front it sets beats the back (a foul){note}")
-            entry = failures.setdefault(key, [0, format_cards(cards)])
-            entry[0] = int(entry[0]) + weight
-    return {"by_rule": by_rule, "failures": failures, "classes": classes}
+    by_rule: Counter[str] = Counter()
+    failures: dict[tuple[str, str], list[Any]] = {}
+    classes = hand_classes()
+
+    def count(i: int, decision: Decision, note: str) -> None:
+        key = _failure_key(decision, note)
+        if key is not None:
+            entry = failures.setdefault(key, [0, format_cards(classes[i][0])])
+            entry[0] = int(entry[0]) + classes[i][1]
+
+    for i, decision in enumerate(decided.main):
+        if len(decision) == 3:
+            by_rule[str(decision[0])] += classes[i][1]
+        count(i, decision, "")
+        if i in decided.other:
+            count(i, decided.other[i], other)
+    return by_rule, failures
 
 
 def check_way(
@@ -258,16 +335,9 @@ def check_way(
     for every hand, and under the other for every hand that can make a wheel (no other hand
     depends on it), so a way that passes passes under both."""
     started = time.perf_counter()
-    results = _run_classes(_check_chunk, [way], rules, workers, progress)
-    by_rule: Counter[str] = Counter()
-    merged: dict[tuple[str, str], list[Any]] = {}
-    classes = 0
-    for r in results:
-        by_rule.update(r["by_rule"])
-        classes += int(r["classes"])
-        for key, (n, example) in r["failures"].items():
-            entry = merged.setdefault(key, [0, example])
-            entry[0] = int(entry[0]) + n
+    by_rule, merged = _tally(
+        decisions(way, rules, workers=workers, progress=progress), rules.wheel_high
+    )
     failures = [
         Failure(kind, detail, int(n), str(example))
         for (kind, detail), (n, example) in sorted(
@@ -282,7 +352,7 @@ def check_way(
         way.name,
         way.digest,
         hands,
-        classes,
+        len(hand_classes()),
         time.perf_counter() - started,
         dict(sorted(by_rule.items(), key=lambda kv: -kv[1])),
         failures,

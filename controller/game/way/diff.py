@@ -10,13 +10,12 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from controller.game.cards import format_cards
 from controller.game.hands import front_key
 from controller.game.setting import DEFAULT_RULES, Rules
-from controller.game.way.check import _WORKER_WAYS, ALL_HANDS, HandClass, Progress, _run_classes
-from controller.game.way.engine import Way, WayError
+from controller.game.way.check import ALL_HANDS, Decision, Progress, decisions, hand_classes
+from controller.game.way.engine import Way
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,25 +78,25 @@ def _text(cards: Sequence[int], front: tuple[int, int]) -> str:
     return f"{format_cards(front)} | {format_cards(back)}"
 
 
-def _diff_chunk(chunk: Sequence[HandClass], wheel_high: bool) -> dict[str, Any]:
-    a, b = _WORKER_WAYS
+def _compare(
+    main_a: Sequence[Decision], main_b: Sequence[Decision]
+) -> tuple[Counter[tuple[str, str]], dict[tuple[str, str], tuple[str, str, str]], int]:
     pairs: Counter[tuple[str, str]] = Counter()
     examples: dict[tuple[str, str], tuple[str, str, str]] = {}
     unset = 0
-    for cards, weight in chunk:
-        try:
-            rule_a, front_a, back_a, _ = a.decide(cards, wheel_high)
-            rule_b, front_b, back_b, _ = b.decide(cards, wheel_high)
-        except WayError:
+    for (cards, weight), da, db in zip(hand_classes(), main_a, main_b, strict=True):
+        if len(da) != 3 or len(db) != 3:
             unset += weight  # a way that fails its check; `check` says where
             continue
+        rule_a, front_a, back_a = da
+        rule_b, front_b, back_b = db
         if back_a == back_b and front_key(*front_a) == front_key(*front_b):
             continue
         key = (rule_a, rule_b)
         pairs[key] += weight
         if key not in examples:
             examples[key] = (format_cards(cards), _text(cards, front_a), _text(cards, front_b))
-    return {"pairs": pairs, "examples": examples, "unset": unset}
+    return pairs, examples, unset
 
 
 def diff_ways(
@@ -110,15 +109,9 @@ def diff_ways(
 ) -> DiffReport:
     """Where ``a`` and ``b`` set hands differently, exactly, over every hand."""
     started = time.perf_counter()
-    results = _run_classes(_diff_chunk, [a, b], rules, workers, progress)
-    pairs: Counter[tuple[str, str]] = Counter()
-    examples: dict[tuple[str, str], tuple[str, str, str]] = {}
-    unset = 0
-    for r in results:
-        pairs.update(r["pairs"])
-        for key, ex in r["examples"].items():
-            examples.setdefault(key, ex)
-        unset += int(r["unset"])
+    decided_a = decisions(a, rules, workers=workers, progress=progress)
+    decided_b = decisions(b, rules, workers=workers, progress=progress)
+    pairs, examples, unset = _compare(decided_a.main, decided_b.main)
     out = tuple(
         RulePair(ra, rb, n, *examples[(ra, rb)])
         for (ra, rb), n in sorted(pairs.items(), key=lambda kv: (-kv[1], kv[0]))
