@@ -11,8 +11,8 @@ The table refuses, with a reply saying why: no signature, an unknown key, ``issu
 the window, a wrong signature, no ``table_id`` or another table's (a command signed for one table
 replayed to another that shares the key), a round-scoped command without ``round_id``, a request
 id it has seen (journaled commands count, so replays are refused across restarts). Whether the
-named round is the one the command would act on needs the table: ``controller/mqtt/wire.py``
-``check_round``. Read-only commands (``status_request``) may stay unsigned
+named round is the one the command would act on is the table's to say, when the command acts
+(``controller/table/scope.py``). Read-only commands (``status_request``) may stay unsigned
 (``unsigned_read_only``).
 
 The keys file names each key's type (``read_keys``): ``key_id hmac-sha256 <secret hex>``, or, for
