@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import socket
-import ssl
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from controller.config import TlsConfig
+from controller.config.readers import tls_context as tls_context
 from controller.journal import OutboxRow
 from controller.messages import (
     COMMAND_KINDS,
@@ -64,28 +62,6 @@ def wire_payload(row: OutboxRow) -> bytes:
         data["replayed"] = True
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     return row.payload
-
-
-def _no_passphrase() -> str:
-    raise ValueError(
-        "the key is encrypted: expected it unencrypted (the table has no passphrase to give)"
-    )
-
-
-def tls_context(
-    tls: TlsConfig, *, passphrase: Callable[[], str] | None = _no_passphrase
-) -> ssl.SSLContext:
-    """Verify the broker against ``ca_file`` (or the system store) and present the client
-    certificate when one is configured. TLS 1.2 or newer. Files that are not PEM raise
-    ssl.SSLError; an encrypted key is a ValueError (the table's: never a prompt on a terminal)
-    unless ``passphrase`` is None, which lets OpenSSL ask for it (a person's ``monitor``)."""
-    context = ssl.create_default_context(
-        ssl.Purpose.SERVER_AUTH, cafile=str(tls.ca_file) if tls.ca_file else None
-    )
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    if tls.cert_file is not None and tls.key_file is not None:
-        context.load_cert_chain(str(tls.cert_file), str(tls.key_file), password=passphrase)
-    return context
 
 
 def _is_text(value: str) -> bool:
