@@ -403,24 +403,57 @@ def clone(value: _T) -> _T:
     return _clone(value)  # type: ignore[no-any-return]
 
 
+_SHARE, _DICT, _LIST, _DATACLASS = range(4)
+
+#: How each type met in the state is copied (found once a type: a snapshot is taken every event).
+_KINDS: dict[type, int] = {}
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _kind(cls: type) -> int:
+    kind = _KINDS.get(cls)
+    if kind is not None:
+        return kind
+    if issubclass(cls, _IMMUTABLE):
+        kind = _SHARE
+    elif issubclass(cls, dict):  # dict, OrderedDict, Counter: their keys are immutable
+        kind = _DICT
+    elif issubclass(cls, list):
+        kind = _LIST
+    elif dataclasses.is_dataclass(cls):
+        params = next(
+            k.__dict__["__dataclass_params__"]
+            for k in cls.__mro__
+            if k.__dict__.get("__dataclass_params__")
+        )
+        kind = _SHARE if params.frozen else _DATACLASS
+        _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    elif issubclass(cls, BaseModel) and cls.model_config.get("frozen"):
+        kind = _SHARE
+    else:
+        raise TypeError(f"the table's state holds a mutable {cls.__name__}: cannot copy it")
+    _KINDS[cls] = kind
+    return kind
+
+
+def _all_shared(values: Iterable[Any]) -> bool:
+    return all(_kind(cls) == _SHARE for cls in set(map(type, values)))
+
+
 def _clone(value: Any) -> Any:
-    if isinstance(value, _IMMUTABLE):
+    kind = _kind(type(value))
+    if kind == _SHARE:
         return value
-    if isinstance(value, dict):  # dict, OrderedDict, Counter: their keys are immutable
+    if kind == _DICT:
+        if _all_shared(value.values()):
+            return value.copy()  # the common case, at C speed
         copied = type(value)()
         for key, item in value.items():
             copied[key] = _clone(item)
         return copied
-    if isinstance(value, list):
-        return [_clone(item) for item in value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        params = getattr(type(value), "__dataclass_params__", None)
-        if params is not None and params.frozen:
-            return value
-        instance: Any = object.__new__(type(value))
-        for f in dataclasses.fields(value):
-            object.__setattr__(instance, f.name, _clone(getattr(value, f.name)))
-        return instance
-    if isinstance(value, BaseModel) and value.model_config.get("frozen"):
-        return value
-    raise TypeError(f"the table's state holds a mutable {type(value).__name__}: cannot copy it")
+    if kind == _LIST:
+        return list(value) if _all_shared(value) else [_clone(item) for item in value]
+    instance: Any = object.__new__(type(value))
+    for name in _FIELDS[type(value)]:
+        object.__setattr__(instance, name, _clone(getattr(value, name)))
+    return instance
