@@ -33,7 +33,7 @@ class Alarms:
         self.state = state
         self.env = env
 
-    def raise_(
+    def raise_alarm(
         self,
         code: str,
         severity: Severity,
@@ -105,7 +105,7 @@ class Alarms:
     def protection(self, finding: dict[str, Any]) -> list[Effect]:
         """A game-protection test past its threshold: an alarm a named person must acknowledge
         whatever its severity (docs/protection.md), and its statistics on ``protection``."""
-        alarm = self.raise_(
+        alarm = self.raise_alarm(
             "game_protection",
             finding["severity"],
             f"{finding['title']}: {finding['detail']} — {finding['advice']}",
@@ -141,7 +141,7 @@ class Alarms:
         # A guesser, a forger or a flood is a security event; a malformed command is a faulty
         # integration: seen, not latched.
         severity: Severity = "warning" if event.reason in ("invalid", "disabled") else "critical"
-        return self.raise_(
+        return self.raise_alarm(
             "command_refused",
             severity,
             f"{count} {event.command} commands from {who} refused since "

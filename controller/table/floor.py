@@ -163,7 +163,7 @@ class Floor:
         r.corrections += 1
         self.state.floor.corrections.append(self.env.clock())
         entry = payload.setting_id.rsplit("/", 1)[1]
-        return self.alarms.raise_(
+        return self.alarms.raise_alarm(
             "setting_corrected",
             "warning",
             f"seat {command.seat}'s setting in round #{r.round_seq} was corrected by "
@@ -194,7 +194,7 @@ class Floor:
         detail = f"the correction of seat {seat}'s setting is refused: {why}; the entry stands"
         return [
             CommandReply(command.request_id, command.kind, False, detail),
-            self.alarms.raise_(
+            self.alarms.raise_alarm(
                 "correction_refused",
                 "warning",
                 f"{detail} (asked by {command.by})",

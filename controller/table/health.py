@@ -36,7 +36,7 @@ class Health:
         ]
         if not online:
             effects.append(
-                self.alarms.raise_(
+                self.alarms.raise_alarm(
                     "device_offline",
                     "warning",
                     f"{event.device} went offline: {detail}".rstrip(": "),
@@ -47,11 +47,11 @@ class Health:
 
     def device_fault(self, event: DeviceFault) -> list[Effect]:
         detail = f"{event.code}: {event.detail}".rstrip(": ")
-        return [self.alarms.raise_("device_fault", "warning", detail, event.device)]
+        return [self.alarms.raise_alarm("device_fault", "warning", detail, event.device)]
 
     def frame_error(self, event: FrameError) -> list[Effect]:
         detail = f"{event.error}: {event.detail}".rstrip(": ")
-        return [self.alarms.raise_("frame_error", "warning", detail, event.device)]
+        return [self.alarms.raise_alarm("frame_error", "warning", detail, event.device)]
 
     def noise(self, event: NoiseSummary) -> list[Effect]:
         seconds = max(1, round((event.until - event.since).total_seconds()))
@@ -72,7 +72,7 @@ class Health:
             return []
         code = "device_flood" if event.dropped else "frame_error"
         return [
-            self.alarms.raise_(
+            self.alarms.raise_alarm(
                 code,
                 "critical" if event.dropped else "warning",
                 f"{event.device}: {'; '.join(parts)} in the last {seconds} s "
@@ -92,10 +92,10 @@ class Health:
 
     def _clock_alarm(self, event: ClockSync) -> AlarmRaised:
         if event.synchronized:
-            return self.alarms.raise_(
+            return self.alarms.raise_alarm(
                 "clock_synchronized", "info", "the computer's clock is synchronised again"
             )
-        return self.alarms.raise_(
+        return self.alarms.raise_alarm(
             "clock_unsynchronized",
             "warning",
             "the computer's clock is not synchronised by a time service: signed commands may be "
@@ -106,7 +106,7 @@ class Health:
     def disk_space(self, event: DiskSpace) -> list[Effect]:
         if event.low:
             return [
-                self.alarms.raise_(
+                self.alarms.raise_alarm(
                     "disk_space_low",
                     "critical",
                     f"the journal's disk has {event.free_mb} MB free, below "
@@ -115,7 +115,7 @@ class Health:
                 )
             ]
         return [
-            self.alarms.raise_(
+            self.alarms.raise_alarm(
                 "disk_space_ok",
                 "info",
                 f"the journal's disk has {event.free_mb} MB free again (threshold "

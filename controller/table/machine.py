@@ -233,7 +233,7 @@ class Table:
         latch: bool = False,
         by: str | None = None,
     ) -> AlarmRaised:
-        return self.alarms.raise_(code, severity, detail, device, round_id, latch=latch, by=by)
+        return self.alarms.raise_alarm(code, severity, detail, device, round_id, latch=latch, by=by)
 
     # --- the entry point ----------------------------------------------------------------
 
@@ -306,7 +306,7 @@ class Table:
             return []
         self.state.fault = Fault(detail, now, self.state.open_round() is not None)
         return [
-            self.alarms.raise_(
+            self.alarms.raise_alarm(
                 "table_fault",
                 "critical",
                 f"the journal cannot be written ({detail}): no result is settled until it can; "
@@ -363,7 +363,7 @@ class Table:
             if voided
             else "no round was lost"
         )
-        alarm = self.alarms.raise_(
+        alarm = self.alarms.raise_alarm(
             "journal_fault",
             "warning",
             f"the journal could not be written for {seconds} s from {iso(f.since)} "

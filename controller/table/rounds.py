@@ -101,7 +101,7 @@ class Rounds:
         r = self.state.open_round()
         if r is None:
             return [
-                self.alarms.raise_(
+                self.alarms.raise_alarm(
                     "stub_without_deal", "warning", "a stub arrived with no deal open", event.device
                 )
             ]
@@ -121,13 +121,13 @@ class Rounds:
         try:
             draw = _draw(event)
         except ValueError as exc:
-            return [self.alarms.raise_("position_invalid", "warning", str(exc), event.device)]
+            return [self.alarms.raise_alarm("position_invalid", "warning", str(exc), event.device)]
         r = self.state.open_round()
         if r is None:
             return self._hold(draw, event.device)
         if r.draw is not None:
             return [
-                self.alarms.raise_(
+                self.alarms.raise_alarm(
                     "position_ignored",
                     "warning",
                     f"first position already drawn ({r.draw.position}); a second draw is ignored",
@@ -145,7 +145,7 @@ class Rounds:
         if replaced is None:
             return []
         return [
-            self.alarms.raise_(
+            self.alarms.raise_alarm(
                 "position_replaced",
                 "info",
                 f"a new first-position draw (position {draw.position}) replaced the unused "
@@ -183,7 +183,9 @@ class Rounds:
                 integrity = ("duplicate_card", "foreign_card", "second_joker")
                 detail = "; ".join(p.detail for p in check.reasons if p.code in integrity)
                 effects.append(
-                    self.alarms.raise_("deck_integrity", "critical", detail, r.source, r.round_id)
+                    self.alarms.raise_alarm(
+                        "deck_integrity", "critical", detail, r.source, r.round_id
+                    )
                 )
             reasons = [problem_of(p) for p in check.reasons]
             return effects + self.close_dead(r, reasons, check.status)
@@ -191,7 +193,9 @@ class Rounds:
         repeated = self._repeat_of(r.shuffle_id, fingerprint)
         if repeated:
             return [
-                self.alarms.raise_("deck_integrity", "critical", repeated, r.source, r.round_id),
+                self.alarms.raise_alarm(
+                    "deck_integrity", "critical", repeated, r.source, r.round_id
+                ),
                 *self.close_dead(r, [Problem(code="replayed_deal", detail=repeated)], "dead"),
             ]
         if r.draw is None:
@@ -239,7 +243,7 @@ class Rounds:
             code="deal_timeout", detail=detail + "; fewer than seven cards reached a position"
         )
         return [
-            self.alarms.raise_("deal_timeout", "critical", detail, r.source, r.round_id),
+            self.alarms.raise_alarm("deal_timeout", "critical", detail, r.source, r.round_id),
             *self.close_dead(r, [problem], "dead"),
         ]
 
@@ -254,7 +258,7 @@ class Rounds:
         return [
             CommandReply(command.request_id, "void_round", True, data={"round_id": r.round_id}),
             *self.close_dead(r, [Problem(code="void", detail=command.reason)], "void"),
-            self.alarms.raise_(
+            self.alarms.raise_alarm(
                 "round_voided",
                 "warning",
                 f"round {r.round_id} voided{by}{note}: {command.reason}",

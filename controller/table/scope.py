@@ -34,7 +34,8 @@ def round_problem(command: Command, rounds: RoundsState) -> str | None:
     else:
         return None
     shown = "null" if named is None else repr(named[:64])
-    return (
-        f"refused: round_id {shown} is not the round this {command.kind} would act on: {now}; "
-        "nothing was changed"
+    # Dice refused are not held for the next deal either: the dealer is told nothing changed.
+    unchanged = "; nothing was changed" if isinstance(command, EnterDice) else ""
+    return f"refused: round_id {shown} is not the round this {command.kind} would act on: " + (
+        now + unchanged
     )
