@@ -3,8 +3,13 @@ construction, so a write the journal refuses leaves the table exactly as it was.
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable
 from dataclasses import fields
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +40,7 @@ from controller.table import (
 )
 from controller.table.state import clone
 from drivers.events import DeviceOffline, DeviceOnline
+from tests.harness import running_table
 from tests.table.test_machine import Clock, make_table, packet_events, rng, run, shuffled
 
 
@@ -166,3 +172,34 @@ def test_a_state_holding_something_it_cannot_copy_is_refused() -> None:
     table.state.health.devices["odd"] = bytearray(b"x")  # type: ignore[assignment]
     with pytest.raises(TypeError, match="mutable bytearray"):
         table.snapshot()
+
+
+# --- the attack, through the real daemon and journal -----------------------------------------
+
+
+async def test_a_clock_sync_the_journal_refuses_changes_nothing_in_the_running_table(
+    tmp_path: Path,
+) -> None:
+    """Issue 32: the journal refuses the write of a ClockSync (here a trigger on the journal's
+    file aborts it, as a full disk or an I/O error would): the daemon rolls the table back and
+    tilts, and the flag must be as it was, so the status never says what was never journaled
+    and the clock service's next report (it resends only a change) is still news."""
+    async with running_table(tmp_path, seed=7) as t:
+        t.daemon.put_nowait(ClockSync(synchronized=True))
+        await _until(lambda: t.daemon.table.clock_synchronized is True)
+        with sqlite3.connect(tmp_path / "journal.sqlite3") as conn:
+            conn.execute(
+                "CREATE TRIGGER refuse_clock BEFORE INSERT ON events "
+                "WHEN NEW.kind = 'clock_sync' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+        t.daemon.put_nowait(ClockSync(synchronized=False))
+        await _until(lambda: t.daemon.table.fault is not None)
+        assert t.daemon.table.clock_synchronized is True
+        assert t.daemon.table.status().clock_synchronized is True
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
