@@ -441,7 +441,9 @@ def _all_shared(values: Iterable[Any]) -> bool:
 
 
 def _clone(value: Any) -> Any:
-    kind = _kind(type(value))
+    kind = _KINDS.get(type(value))
+    if kind is None:
+        kind = _kind(type(value))
     if kind == _SHARE:
         return value
     if kind == _DICT:
@@ -455,5 +457,7 @@ def _clone(value: Any) -> Any:
         return list(value) if _all_shared(value) else [_clone(item) for item in value]
     instance: Any = object.__new__(type(value))
     for name in _FIELDS[type(value)]:
-        object.__setattr__(instance, name, _clone(getattr(value, name)))
+        item = getattr(value, name)
+        shared = _KINDS.get(type(item)) == _SHARE
+        object.__setattr__(instance, name, item if shared else _clone(item))
     return instance
