@@ -36,9 +36,6 @@ from typing import TYPE_CHECKING, Any
 from controller.clock import iso, utc_now
 
 # The keys file is read where the config check reads it too (controller/config/readers.py).
-from controller.config.readers import KEY_LINE as KEY_LINE
-from controller.config.readers import KEY_TYPES as KEY_TYPES
-from controller.config.readers import MIN_SECRET_BYTES as MIN_SECRET_BYTES
 from controller.config.readers import read_keys as read_keys
 
 if TYPE_CHECKING:
