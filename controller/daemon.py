@@ -290,8 +290,7 @@ class Daemon:
         """Apply one event: the table's effects are journaled in one transaction, then heard.
         If the journal refuses, the table is rolled back to before the event and goes into its
         fault state (tilt): nothing of the event is shown or sent. True if it was journaled."""
-        before = self.table.round
-        open_before = before.round_id if before is not None and not before.closed else None
+        before = self.table.round_ids()
         snapshot = self.table.snapshot()
         origin = item.origin if isinstance(item, _CommandItem) else None
         effects = self.table.handle(
@@ -302,7 +301,7 @@ class Daemon:
         try:
             # The event and all it caused, in one transaction (journal before send).
             with self.journal.transaction(durable=durable(event, effects)) as tx:
-                queued = self.recorder.record(tx, self.table, event, effects, open_before, origin)
+                queued = self.recorder.record(tx, event, effects, before, origin)
         except Exception as exc:
             self.table.restore(snapshot)
             self._enter_fault(exc, item, event)

@@ -27,17 +27,19 @@ from controller.kept_state import save_dealer, save_latched, save_seats
 from controller.logging import bind_round, unbind_round
 from controller.messages import Command, EnterDice, Payload, Problem, RoundPayload, envelope
 from controller.ports import Origin, StateKeeper
-from controller.table import (
+from controller.table.effects import (
     AlarmAcknowledged,
     AlarmRaised,
     ClockSync,
     CommandReply,
+    DealerChanged,
     DealRecorded,
     DeviceChanged,
     DiskSpace,
     Effect,
     FaultCleared,
     JournalRecovered,
+    LatchedChanged,
     NoiseSummary,
     PlayerSettled,
     ProtectionAlarmed,
@@ -46,21 +48,15 @@ from controller.table import (
     RoundClosed,
     RoundOpened,
     RoundProgress,
-    Table,
+    RoundRefused,
+    SeatsChanged,
     TableEvent,
-    TableSettings,
     Tick,
 )
+from controller.table.state import RoundIds, TableSettings
 from drivers.events import DeviceEventBase, PositionDrawn
 
 log = structlog.get_logger("controller.daemon")
-
-#: Commands whose success changes kept state, and the saver that keeps it.
-_KEPT_BY_COMMAND: dict[str, Callable[[Transaction, Table], None]] = {
-    "set_seats": lambda tx, table: save_seats(tx, table.occupied),
-    "sign_in": lambda tx, table: save_dealer(tx, table.dealer_id),
-    "sign_out": lambda tx, table: save_dealer(tx, table.dealer_id),
-}
 
 
 def durable(event: TableEvent, effects: Sequence[Effect]) -> bool:
@@ -122,23 +118,21 @@ class Recorder:
     def record(
         self,
         tx: Transaction,
-        table: Table,
         event: TableEvent,
         effects: Sequence[Effect],
-        open_before: str | None,
+        before: RoundIds,
         origin: Origin | None = None,
     ) -> bool:
-        """The event and all it caused, in ``tx``. True if a message was queued."""
+        """The event and all it caused, in ``tx``, from the effects alone (``before``: the
+        rounds as they stood before the event). True if a message was queued."""
         queued = False
         for effect in effects:
             handler = EFFECTS.get(type(effect))
             if handler is not None:
-                queued = handler(self, tx, table, effect) or queued
+                queued = handler(self, tx, effect) or queued
             for keeper in self.keepers:
                 keeper.keep(tx, effect)
-        if any(_latches(e) for e in effects):
-            save_latched(tx, table.latched)
-        event_record(tx, table, event, effects, open_before, origin)
+        event_record(tx, event, effects, before, origin)
         return queued
 
 
@@ -147,25 +141,19 @@ def payload_topic(payload: Payload) -> str:
     return topic if isinstance(topic, str) else str(payload.TOPIC)
 
 
-def _latches(effect: Effect) -> bool:
-    return isinstance(effect, AlarmAcknowledged) or (
-        isinstance(effect, AlarmRaised) and effect.payload.ack_required
-    )
-
-
 # --- one small function an effect ------------------------------------------------------------
 
-_Handler = Callable[[Recorder, Transaction, Table, Any], bool]
+_Handler = Callable[[Recorder, Transaction, Any], bool]
 
 
-def _round_opened(r: Recorder, tx: Transaction, table: Table, effect: RoundOpened) -> bool:
+def _round_opened(r: Recorder, tx: Transaction, effect: RoundOpened) -> bool:
     tx.open_round(effect.round_id, effect.round_seq)
     if effect.draw is not None:  # drawn before the deal: now this round's
         tx.record_event("position_assigned", effect.draw, effect.round_id)
     return False
 
 
-def _round_closed(r: Recorder, tx: Transaction, table: Table, effect: RoundClosed) -> bool:
+def _round_closed(r: Recorder, tx: Transaction, effect: RoundClosed) -> bool:
     p = effect.payload
     message = r.message(p)
     messages = [message] if message is not None else []
@@ -177,48 +165,58 @@ def _round_closed(r: Recorder, tx: Transaction, table: Table, effect: RoundClose
     return bool(messages)
 
 
-def _player_settled(r: Recorder, tx: Transaction, table: Table, effect: PlayerSettled) -> bool:
+def _player_settled(r: Recorder, tx: Transaction, effect: PlayerSettled) -> bool:
     p = effect.payload
     tx.record_event("player_settled", p, p.round_id)
     return r.enqueue(tx, p, round_id=p.round_id)
 
 
-def _alarm_raised(r: Recorder, tx: Transaction, table: Table, effect: AlarmRaised) -> bool:
+def _alarm_raised(r: Recorder, tx: Transaction, effect: AlarmRaised) -> bool:
     tx.record_event("alarm", effect.payload, effect.payload.round_id)  # the alarm history
     return r.enqueue(tx, effect.payload)
 
 
-def _command_reply(r: Recorder, tx: Transaction, table: Table, effect: CommandReply) -> bool:
-    save = _KEPT_BY_COMMAND.get(effect.command) if effect.ok else None
-    if save is not None:
-        save(tx, table)
+def _command_reply(r: Recorder, tx: Transaction, effect: CommandReply) -> bool:
+    """Nothing of its own: the reply is journaled with its command (``command_record``), and
+    what a command changed is its own effect (seats, dealer, latched alarms)."""
     return False
 
 
-def _alarm_acknowledged(
-    r: Recorder, tx: Transaction, table: Table, effect: AlarmAcknowledged
-) -> bool:
+def _seats_changed(r: Recorder, tx: Transaction, effect: SeatsChanged) -> bool:
+    save_seats(tx, effect.occupied)
+    return False
+
+
+def _dealer_changed(r: Recorder, tx: Transaction, effect: DealerChanged) -> bool:
+    save_dealer(tx, effect.dealer_id)
+    return False
+
+
+def _latched_changed(r: Recorder, tx: Transaction, effect: LatchedChanged) -> bool:
+    save_latched(tx, {a.alarm_id: a for a in effect.latched})
+    return False
+
+
+def _alarm_acknowledged(r: Recorder, tx: Transaction, effect: AlarmAcknowledged) -> bool:
     tx.record_event("alarm_acknowledged", effect.payload, None)
     return r.enqueue(tx, effect.payload)
 
 
-def _device_changed(r: Recorder, tx: Transaction, table: Table, effect: DeviceChanged) -> bool:
+def _device_changed(r: Recorder, tx: Transaction, effect: DeviceChanged) -> bool:
     return r.enqueue(tx, effect.payload, name=f"device/{effect.payload.device}", retain=True)
 
 
-def _protection_alarmed(
-    r: Recorder, tx: Transaction, table: Table, effect: ProtectionAlarmed
-) -> bool:
+def _protection_alarmed(r: Recorder, tx: Transaction, effect: ProtectionAlarmed) -> bool:
     return r.enqueue(tx, effect.payload)  # its state: the protection service's keep()
 
 
-def _deal_recorded(r: Recorder, tx: Transaction, table: Table, effect: DealRecorded) -> bool:
+def _deal_recorded(r: Recorder, tx: Transaction, effect: DealRecorded) -> bool:
     record = {"shuffle_id": effect.shuffle_id, "fingerprint": effect.fingerprint}
     tx.record_event("deal_seen", record, effect.round_id)
     return False
 
 
-def _fault_cleared(r: Recorder, tx: Transaction, table: Table, effect: FaultCleared) -> bool:
+def _fault_cleared(r: Recorder, tx: Transaction, effect: FaultCleared) -> bool:
     tx.record_event("journal_fault", effect.record)
     return False
 
@@ -231,6 +229,9 @@ EFFECTS: dict[type[Effect], _Handler] = {
     PlayerSettled: _player_settled,
     AlarmRaised: _alarm_raised,
     CommandReply: _command_reply,
+    SeatsChanged: _seats_changed,
+    DealerChanged: _dealer_changed,
+    LatchedChanged: _latched_changed,
     AlarmAcknowledged: _alarm_acknowledged,
     DeviceChanged: _device_changed,
     ProtectionAlarmed: _protection_alarmed,
@@ -244,18 +245,20 @@ EFFECTS: dict[type[Effect], _Handler] = {
 
 def event_record(
     tx: Transaction,
-    table: Table,
     event: TableEvent,
     effects: Sequence[Effect],
-    open_before: str | None,
+    before: RoundIds,
     origin: Origin | None,
 ) -> None:
-    """Journal the event: under the round it belongs to (a draw made between deals is held for
-    the next one and journaled under it as ``position_assigned``)."""
-    r = table.round
-    round_id = r.round_id if r is not None else None
+    """Journal the event: under the round it belongs to (the newest round after it; a draw
+    made between deals is held for the next one and journaled under it as
+    ``position_assigned``). A command the table refused for its round is journaled as that
+    refusal."""
+    opened = [e.round_id for e in effects if isinstance(e, RoundOpened)]
+    round_id = opened[-1] if opened else before.latest
+    refused = next((e.refusal for e in effects if isinstance(e, RoundRefused)), None)
     if isinstance(event, PositionDrawn | EnterDice):
-        round_id = open_before  # a draw belongs to the deal it was made in
+        round_id = before.open  # a draw belongs to the deal it was made in
     if isinstance(event, Tick):
         tx.record_event("tick", {"now": iso(event.now, "microseconds")}, round_id)
     elif isinstance(event, DeviceEventBase):
@@ -263,7 +266,9 @@ def event_record(
     elif isinstance(event, ProtectionFinding):
         tx.record_event(event.kind, event.finding, None)
     elif isinstance(event, NoiseSummary | DiskSpace | ClockSync | Refusal):
-        tx.record_event(event.kind, event.record(), open_before)
+        tx.record_event(event.kind, event.record(), before.open)
+    elif refused is not None:
+        tx.record_event(refused.kind, refused.record(), before.open)
     elif not isinstance(event, JournalRecovered):  # that one is its FaultCleared record
         tx.record_event(f"command.{event.kind}", command_record(event, effects, origin), round_id)
 

@@ -9,16 +9,20 @@ user. Here each one is also read as the table reads it:
 
 - ``mqtt.password_file``, ``display.supervisor_token_file``, ``display.void_pin_file`` and the
   systemd credential of ``mqtt.password_credential``: ``read_secret`` (UTF-8, not empty);
-- ``mqtt.command_keys_file``: ``controller.mqtt.signing.read_keys`` (every key's type named);
+- ``mqtt.command_keys_file``: ``read_keys`` (every key's type named);
 - ``mqtt.checkpoint_key_file``: ``controller.journal.checkpoints.read_hex_key``;
-- ``display.dealers_file``: ``controller.display.dealers.read_dealers``;
-- ``display.supervisors_file``: ``controller.display.dealers.read_supervisors``;
-- ``display.kiosk_token_file``: ``controller.display.kiosk.read_kiosk_token`` (32+ characters);
-- ``mqtt.tls``: ``controller.mqtt.wire.tls_context``, for the CA, then the certificate and key.
+- ``display.dealers_file``: ``read_dealers``;
+- ``display.supervisors_file``: ``read_supervisors``;
+- ``display.kiosk_token_file``: ``read_kiosk_token`` (32+ characters);
+- ``mqtt.tls``: ``tls_context``, for the CA, then the certificate and key.
+
+The readers (but the journal's) live in ``controller/config/readers.py``, below the services that
+use them, so the config imports nothing of ``mqtt/`` or ``display/``.
 
 A secret (every file but the CA and the client certificate) readable or writable by others than
-its owner is refused; so is a CA or certificate others may write. The readers are imported only
-when their file is named, so a table without MQTT or a display loads neither.
+its owner is refused; so is a CA or certificate others may write. The readers load nothing of the
+services (``cryptography`` only for an Ed25519 key), so a table without MQTT or a display loads
+neither.
 """
 
 from __future__ import annotations
@@ -36,6 +40,14 @@ from pydantic import TypeAdapter, ValidationError
 
 from controller.config.fields import CREDENTIAL_NAME, ConfigPath, file_problem, read_secret
 from controller.config.issues import ConfigError, ConfigIssue
+from controller.config.models import TlsConfig
+from controller.config.readers import (
+    read_dealers,
+    read_keys,
+    read_kiosk_token,
+    read_supervisors,
+    tls_context,
+)
 
 #: A secret may be read and written by its owner alone; any file, by no one else written.
 SECRET_BITS: Final = stat.S_IROTH | stat.S_IWGRP | stat.S_IWOTH
@@ -47,8 +59,6 @@ def _secret(path: Path) -> None:
 
 
 def _command_keys(path: Path) -> None:
-    from controller.mqtt.signing import read_keys
-
     read_keys(path)
 
 
@@ -59,20 +69,14 @@ def _checkpoint_key(path: Path) -> None:
 
 
 def _dealers(path: Path) -> None:
-    from controller.display.dealers import read_dealers
-
     read_dealers(path)
 
 
 def _supervisors(path: Path) -> None:
-    from controller.display.dealers import read_supervisors
-
     read_supervisors(path)
 
 
 def _kiosk_token(path: Path) -> None:
-    from controller.display.kiosk import read_kiosk_token
-
     read_kiosk_token(path)
 
 
@@ -253,9 +257,6 @@ def _tls_issues(file: str, paths: Mapping[str, Path]) -> Iterable[ConfigIssue]:
     key = paths.get("mqtt.tls.key_file")
     if ca is None and (cert is None or key is None):
         return
-    from controller.config.models import TlsConfig
-    from controller.mqtt.wire import tls_context
-
     if ca is not None:
         try:
             tls_context(TlsConfig(ca_file=ca))

@@ -18,8 +18,10 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from controller.config.readers import read_badges as read_badges
+from controller.config.readers import read_dealers as read_dealers
+from controller.config.readers import read_supervisors as read_supervisors
 from controller.credentials import BADGE, LOCKOUT_MAX_S, LOCKOUT_S, TRIES
 from controller.credentials import DEALER_PIN_DIGITS as MIN_PIN_DIGITS
 from controller.credentials import PBKDF2_ITERATIONS as ITERATIONS
@@ -62,50 +64,6 @@ def dummy_hash(hashes: Mapping[str, str] | None = None) -> str:
         max(params.items(), key=lambda item: (item[1], item[0]))[0] if params else (ITERATIONS, 16)
     )
     return f"pbkdf2_sha256${iterations}${os.urandom(salt_bytes).hex()}${os.urandom(32).hex()}"
-
-
-def read_badges(path: str | Path, *, maker: str = "dealer-pin") -> dict[str, str]:
-    """``badge pbkdf2_sha256$…`` a line (``#`` comments). ValueError names the line. ``maker``:
-    the ``paigow-table`` command that makes a line, named in the error."""
-    badges: dict[str, str] = {}
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        text = line.split("#", 1)[0].strip()
-        if not text:
-            continue
-        parts = text.split()
-        if len(parts) != 2 or not BADGE.match(parts[0]):
-            raise ValueError(f"{path}:{number}: expected 'badge pbkdf2_sha256$…'")
-        fields = parts[1].split("$")
-        try:
-            ok = (
-                len(fields) == 4
-                and fields[0] == "pbkdf2_sha256"
-                and int(fields[1]) >= 10_000
-                and len(bytes.fromhex(fields[2])) >= 8
-                and len(bytes.fromhex(fields[3])) == 32
-            )
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ValueError(
-                f"{path}:{number}: {parts[0]}'s PIN is not a pbkdf2_sha256 hash "
-                f"(make one with 'paigow-table {maker} BADGE')"
-            )
-        if parts[0] in badges:
-            raise ValueError(f"{path}:{number}: badge {parts[0]} is named twice")
-        badges[parts[0]] = parts[1]
-    return badges
-
-
-def read_dealers(path: str | Path) -> dict[str, str]:
-    """``[display] dealers_file``: the dealers who may sign in at the kiosk."""
-    return read_badges(path, maker="dealer-pin")
-
-
-def read_supervisors(path: str | Path) -> dict[str, str]:
-    """``[display] supervisors_file``: the supervisors who may void a round, acknowledge an
-    alarm or correct a player's setting at the display."""
-    return read_badges(path, maker="supervisor-pin")
 
 
 @dataclass

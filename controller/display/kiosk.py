@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TextIO
 
-from controller.config.fields import read_secret
+from controller.config.readers import read_kiosk_token as read_kiosk_token
 from controller.credentials import TOKEN_CHARS
 
 #: The kiosk's session cookie (HttpOnly, SameSite=Strict, no expiry: it ends with the browser).
@@ -58,22 +58,6 @@ CREDENTIAL_NAME: Final = "kiosk-token"
 BROWSER_ARGS: Final = ("--kiosk", "--incognito", "--no-first-run", "--noerrdialogs")
 
 _COOKIE_LABEL = b"paigow-table kiosk cookie v1"
-
-
-def read_kiosk_token(path: Path) -> str:
-    """The kiosk token in ``path`` (``read_secret``: UTF-8, not empty), at least
-    ``MIN_TOKEN_CHARS`` characters; ConfigError or ValueError otherwise."""
-    token = read_secret(path)
-    if any(c.isspace() for c in token):
-        problem = "the kiosk token has a space or a line break in it"
-    elif len(token) < MIN_TOKEN_CHARS:
-        problem = f"the kiosk token has {len(token)} characters"
-    else:
-        return token
-    raise ValueError(
-        f"{path}: {problem}: expected at least {MIN_TOKEN_CHARS} characters and no space "
-        "(e.g. `openssl rand -hex 32`)"
-    )
 
 
 @dataclass

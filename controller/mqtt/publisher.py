@@ -46,22 +46,12 @@ from controller.mqtt.wire import (
     NODELAY,
     CommandRefused,
     ReplyPayload,
-    Rounds,
     parse_command_message,
     tls_context,
     wire_payload,
 )
-from controller.ports import Lifecycle, Origin, PublisherHost, TableStatus
-from controller.table import (
-    AlarmAcknowledged,
-    AlarmRaised,
-    DeviceChanged,
-    Effect,
-    PlayerSettled,
-    Refusal,
-    RoundClosed,
-    StatusChanged,
-)
+from controller.ports import Lifecycle, Origin, PublisherHost
+from controller.table import Effect, Refusal, StatusChanged
 from drivers.base import Backoff
 
 log = structlog.get_logger(__name__)
@@ -116,17 +106,6 @@ def status_message(host: PublisherHost, *, online: bool) -> bytes:
         time=host.clock(),
     )
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def current_rounds(table: TableStatus) -> Rounds:
-    """The rounds a command arriving now could act on (``wire.check_round``), read from the
-    table as the consumer left it after its last event. The table checks ``void_round``'s and
-    ``player_setting``'s round again when it handles them; ``enter_dice``'s only here."""
-    r = table.round
-    return Rounds(
-        latest=r.round_id if r is not None else None,
-        dealing=r.round_id if r is not None and not r.closed else None,
-    )
 
 
 def _response_topic(message: aiomqtt.Message) -> tuple[str | None, bytes | None]:
@@ -261,13 +240,11 @@ class MqttService:
     # --- effects -----------------------------------------------------------------------------
 
     def _on_effect(self, effect: Effect) -> None:
+        # Messages wake the drain through outbox_changed, which the daemon sets after the
+        # commit that queued them; the status is not queued: it is published when stale.
         if isinstance(effect, StatusChanged):
             self._status_stale = True
             self._nudge.set()
-        elif isinstance(
-            effect, RoundClosed | PlayerSettled | AlarmRaised | AlarmAcknowledged | DeviceChanged
-        ):
-            self._nudge.set()  # the daemon also sets outbox_changed; either wakes the drain
 
     # --- running -----------------------------------------------------------------------------
 
@@ -564,7 +541,6 @@ class MqttService:
                 payload,
                 self.verifier,
                 table_id=host.config.table.id,
-                rounds=current_rounds(host.table),
             )
         except CommandRefused:
             raise

@@ -11,8 +11,8 @@ The table refuses, with a reply saying why: no signature, an unknown key, ``issu
 the window, a wrong signature, no ``table_id`` or another table's (a command signed for one table
 replayed to another that shares the key), a round-scoped command without ``round_id``, a request
 id it has seen (journaled commands count, so replays are refused across restarts). Whether the
-named round is the one the command would act on needs the table: ``controller/mqtt/wire.py``
-``check_round``. Read-only commands (``status_request``) may stay unsigned
+named round is the one the command would act on is the table's to say, when the command acts
+(``controller/table/scope.py``). Read-only commands (``status_request``) may stay unsigned
 (``unsigned_read_only``).
 
 The keys file names each key's type (``read_keys``): ``key_id hmac-sha256 <secret hex>``, or, for
@@ -31,10 +31,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from controller.clock import iso, utc_now
+
+# The keys file is read where the config check reads it too (controller/config/readers.py).
+from controller.config.readers import read_keys as read_keys
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -123,97 +125,6 @@ def sign(
     else:
         signed["signature"] = key.sign(data).hex()
     return signed
-
-
-#: The key types a keys file line may name, and what each one's hex holds.
-KEY_TYPES = {
-    "hmac-sha256": "a shared HMAC-SHA256 secret, at least 32 bytes",
-    "ed25519": "an Ed25519 public key, 32 bytes",
-}
-KEY_LINE = "'key_id hmac-sha256 <secret hex>' or 'key_id ed25519 <public key hex>'"
-MIN_SECRET_BYTES = 32
-
-
-def read_keys(path: str | Path) -> dict[str, bytes | Ed25519PublicKey]:
-    """A keys file, one key a line (``#`` comments), each naming its type:
-    ``key_id hmac-sha256 <secret hex>`` (at least 32 bytes) or ``key_id ed25519 <public key
-    hex>`` (32 bytes). ValueError names the file and the line and says what was expected; it
-    never repeats a line's hex, which may be a secret.
-
-    The old untyped line ``key_id <hex>`` is refused: taken as an HMAC secret, an Ed25519 public
-    key written so would let anyone who holds that public key sign commands.
-    """
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: expected UTF-8 text: byte {exc.start} is not UTF-8") from None
-    keys: dict[str, bytes | Ed25519PublicKey] = {}
-    lines: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        fields = line.split("#", 1)[0].split()
-        if not fields:
-            continue
-        key_id, key = _key_line(f"{path}:{number}", fields, lines)
-        keys[key_id] = key
-        lines[key_id] = number
-    return keys
-
-
-def _key_line(
-    where: str, fields: list[str], lines: Mapping[str, int]
-) -> tuple[str, bytes | Ed25519PublicKey]:
-    """One keys file line's key id and key (``fields``: its words, at least one; ``lines``: the
-    line each key id before it is on). ValueError as ``read_keys`` says."""
-    if len(fields) == 2:
-        key_id = fields[0]
-        raise ValueError(
-            f"{where}: the key {key_id!r} does not say its type (expected every line to "
-            f"name it): write '{key_id} hmac-sha256 <the same hex>' if the hex is a shared "
-            f"HMAC-SHA256 secret, or '{key_id} ed25519 <the same hex>' if it is an Ed25519 "
-            "public key; read as a secret, a public key would let anyone who holds it sign "
-            "commands"
-        )
-    if len(fields) != 3:
-        raise ValueError(f"{where}: expected {KEY_LINE}, got {len(fields)} fields")
-    key_id, kind, value = fields
-    if kind not in KEY_TYPES:
-        raise ValueError(
-            f"{where}: unknown key type {kind[:32]!r}: expected 'hmac-sha256' or 'ed25519' "
-            f"({KEY_LINE})"
-        )
-    if key_id in lines:
-        raise ValueError(
-            f"{where}: the key id {key_id!r} is already on line {lines[key_id]}: expected "
-            "each key id once"
-        )
-    try:
-        raw = bytes.fromhex(value)
-    except ValueError:
-        raise ValueError(
-            f"{where}: the {kind} key {key_id!r} is not hex digits: expected "
-            f"{KEY_TYPES[kind]} as hex"
-        ) from None
-    return key_id, _key_from_bytes(where, kind, key_id, raw)
-
-
-def _key_from_bytes(where: str, kind: str, key_id: str, raw: bytes) -> bytes | Ed25519PublicKey:
-    """The key of type ``kind`` (a KEY_TYPES name) that ``raw`` holds; ValueError for the wrong
-    length (never repeating the bytes)."""
-    if kind == "ed25519":
-        if len(raw) != 32:
-            raise ValueError(
-                f"{where}: the ed25519 key {key_id!r} has {len(raw)} bytes: expected 32 "
-                "(64 hex digits, the raw public key)"
-            )
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-        return Ed25519PublicKey.from_public_bytes(raw)
-    if len(raw) < MIN_SECRET_BYTES:
-        raise ValueError(
-            f"{where}: the hmac-sha256 key {key_id!r} has {len(raw)} bytes: expected at "
-            f"least {MIN_SECRET_BYTES} (e.g. `openssl rand -hex 32`)"
-        )
-    return raw
 
 
 def _valid(key: bytes | Ed25519PublicKey, signature: str, data: bytes) -> bool:

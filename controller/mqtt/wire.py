@@ -5,21 +5,15 @@ from __future__ import annotations
 
 import json
 import socket
-import ssl
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from controller.config import TlsConfig
+from controller.config.readers import tls_context as tls_context
 from controller.journal import OutboxRow
 from controller.messages import (
     COMMAND_KINDS,
     Command,
-    EnterDice,
-    PlayerSetting,
-    VoidRound,
     parse_command,
 )
 from controller.mqtt.signing import TABLE_FIELD, CommandVerifier, SignatureRefused, json_type
@@ -55,17 +49,6 @@ class CommandRefused(Exception):
         self.reason = reason  # invalid, signature, round, rate_limited, malformed (journaled)
 
 
-@dataclass(frozen=True, slots=True)
-class Rounds:
-    """The rounds a command could act on, as the table stands when it arrives: ``latest``, the
-    table's newest round, settled or not (``void_round`` and ``player_setting`` act on it), and
-    ``dealing``, the round being dealt (``enter_dice`` gives its first position; None between
-    deals, when the dice wait for the next deal)."""
-
-    latest: str | None
-    dealing: str | None
-
-
 # --- wire helpers ------------------------------------------------------------------------------
 
 
@@ -79,28 +62,6 @@ def wire_payload(row: OutboxRow) -> bytes:
         data["replayed"] = True
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     return row.payload
-
-
-def _no_passphrase() -> str:
-    raise ValueError(
-        "the key is encrypted: expected it unencrypted (the table has no passphrase to give)"
-    )
-
-
-def tls_context(
-    tls: TlsConfig, *, passphrase: Callable[[], str] | None = _no_passphrase
-) -> ssl.SSLContext:
-    """Verify the broker against ``ca_file`` (or the system store) and present the client
-    certificate when one is configured. TLS 1.2 or newer. Files that are not PEM raise
-    ssl.SSLError; an encrypted key is a ValueError (the table's: never a prompt on a terminal)
-    unless ``passphrase`` is None, which lets OpenSSL ask for it (a person's ``monitor``)."""
-    context = ssl.create_default_context(
-        ssl.Purpose.SERVER_AUTH, cafile=str(tls.ca_file) if tls.ca_file else None
-    )
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    if tls.cert_file is not None and tls.key_file is not None:
-        context.load_cert_chain(str(tls.cert_file), str(tls.key_file), password=passphrase)
-    return context
 
 
 def _is_text(value: str) -> bool:
@@ -143,40 +104,6 @@ def _validation_summary(exc: ValidationError, kind: str) -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
-def check_round(command: Command, rounds: Rounds) -> None:
-    """Refuse (CommandRefused, reason ``round``) a command whose ``round_id`` is not the round
-    it would act on: a ``void_round`` or ``player_setting`` naming a round that is not the
-    table's newest, an ``enter_dice`` naming a round that is not being dealt (or null while one
-    is). A command that names no round is left to the table (a signed round-scoped one has been
-    refused already: ``signing.round_problem``)."""
-    named: str | None
-    if isinstance(command, VoidRound | PlayerSetting):
-        if command.round_id is None:
-            return
-        named, target = command.round_id, rounds.latest
-        if named == target:
-            return
-        now = f"the table's round is {target!r}" if target else "the table has no round"
-    elif isinstance(command, EnterDice):
-        if "round_id" not in command.model_fields_set:
-            return
-        named, target = command.round_id, rounds.dealing
-        if named == target:
-            return
-        if target is None:
-            now = "no round is being dealt (round_id null: the dice are for the next deal)"
-        else:
-            now = f"the round being dealt is {target!r}"
-    else:
-        return
-    shown = "null" if named is None else repr(named[:64])
-    raise CommandRefused(
-        f"refused: round_id {shown} is not the round this {command.kind} would act on: {now}",
-        command.request_id,
-        "round",
-    )
-
-
 def parse_command_message(
     prefix: str,
     topic: str,
@@ -184,14 +111,13 @@ def parse_command_message(
     verifier: CommandVerifier | None = None,
     *,
     table_id: str | None = None,
-    rounds: Rounds | None = None,
 ) -> Command:
     """Validate one message on ``<prefix>cmd/<kind>``: ours, at most COMMAND_SIZE_LIMIT bytes, a
     known kind, a JSON object (empty means ``{}``) whose ``kind``, if given, is the topic's, and,
     with a ``verifier``, signed for this table (controller/mqtt/signing.py). A ``table_id`` in
-    the body, signed or not, must be this table's (``table_id``, else the verifier's). With
-    ``rounds`` (the table as it stands), a ``round_id`` must name the round the command would
-    act on (``check_round``).
+    the body, signed or not, must be this table's (``table_id``, else the verifier's). A
+    ``round_id`` is checked by the table, where the command acts
+    (controller/table/scope.py).
 
     Raises CommandRefused with the reason (and the body's request_id when it has one).
     """
@@ -211,8 +137,6 @@ def parse_command_message(
         command = parse_command({**fields, "kind": name})
     except ValidationError as exc:
         raise CommandRefused(_validation_summary(exc, name), request_id) from None
-    if rounds is not None:
-        check_round(command, rounds)
     return command
 
 

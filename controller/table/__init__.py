@@ -1,5 +1,10 @@
-"""The round: a pure state machine (``machine``), what it takes in and gives out (``effects``),
-and the results it builds (``results``). No I/O, no clock of its own (docs/rules.md §6)."""
+"""The round: a pure state machine. ``machine`` (the ``Table``, a coordinator) hands each event
+to its parts — ``rounds`` (the deal, the position, settling, voids, replays), ``floor`` (seats,
+wagers, the dealer, players' settings and corrections), ``alarms`` (latching, acknowledgements,
+protection findings, refusals), ``health`` (devices, noise, clock, disk) — whose state is one
+dataclass each in ``state``; ``settle`` is settlement as pure functions, ``scope`` the round a
+command may name, ``effects`` what it takes in and gives out, ``results`` a player's result.
+No I/O, no clock of its own (docs/rules.md §6)."""
 
 from controller.table.effects import (
     DEALER_POSITION,
@@ -9,12 +14,14 @@ from controller.table.effects import (
     AlarmRaised,
     ClockSync,
     CommandReply,
+    DealerChanged,
     DealRecorded,
     DeviceChanged,
     DiskSpace,
     Effect,
     FaultCleared,
     JournalRecovered,
+    LatchedChanged,
     NoiseSummary,
     PlayerSettled,
     ProtectionAlarmed,
@@ -23,12 +30,15 @@ from controller.table.effects import (
     RoundClosed,
     RoundOpened,
     RoundProgress,
+    RoundRefused,
+    SeatsChanged,
     StatusChanged,
     TableEvent,
     Tick,
 )
-from controller.table.machine import KeptTableState, Phase, Table, TableSettings
+from controller.table.machine import Table
 from controller.table.results import player_result
+from controller.table.state import KeptTableState, Phase, RoundIds, TableSettings, TableState
 
 __all__ = [
     "DEALER_POSITION",
@@ -39,12 +49,14 @@ __all__ = [
     "ClockSync",
     "CommandReply",
     "DealRecorded",
+    "DealerChanged",
     "DeviceChanged",
     "DiskSpace",
     "Effect",
     "FaultCleared",
     "JournalRecovered",
     "KeptTableState",
+    "LatchedChanged",
     "NoiseSummary",
     "Phase",
     "PlayerSettled",
@@ -52,12 +64,16 @@ __all__ = [
     "ProtectionFinding",
     "Refusal",
     "RoundClosed",
+    "RoundIds",
     "RoundOpened",
     "RoundProgress",
+    "RoundRefused",
+    "SeatsChanged",
     "StatusChanged",
     "Table",
     "TableEvent",
     "TableSettings",
+    "TableState",
     "Tick",
     "player_result",
 ]

@@ -3,6 +3,7 @@ effects the daemon journals and every listener hears, in order."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -243,6 +244,36 @@ class FaultCleared:
     record: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class SeatsChanged:
+    """The seats in play changed (kept across a restart)."""
+
+    occupied: Mapping[str, bool | None]
+
+
+@dataclass(frozen=True, slots=True)
+class DealerChanged:
+    """A dealer signed in or out (kept across a restart); None: nobody is signed in."""
+
+    dealer_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LatchedChanged(StatusChanged):
+    """The latched (unacknowledged) alarms changed: the status that lists them, and all of
+    them, oldest first (kept across a restart). A status change to every listener."""
+
+    latched: tuple[AlarmPayload, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RoundRefused:
+    """A command naming a round it would not act on, refused by the table (docs/mqtt.md,
+    round-scoped): journaled as the refusal (``command_refused``), not as the command."""
+
+    refusal: Refusal
+
+
 Effect = (
     RoundOpened
     | RoundClosed
@@ -256,4 +287,8 @@ Effect = (
     | CommandReply
     | DealRecorded
     | FaultCleared
+    | SeatsChanged
+    | DealerChanged
+    | LatchedChanged
+    | RoundRefused
 )

@@ -47,11 +47,10 @@ class Keeper:
 def _apply(
     journal: Journal, recorder: Recorder, table: Table, event: Any, origin: Any = None
 ) -> list[Effect]:
-    before = table.round
-    open_before = before.round_id if before is not None and not before.closed else None
+    before = table.round_ids()
     effects = table.handle(event)
     with journal.transaction(durable=durable(event, effects)) as tx:
-        recorder.record(tx, table, event, effects, open_before, origin)
+        recorder.record(tx, event, effects, before, origin)
     return effects
 
 

@@ -178,45 +178,7 @@ def test_sign_refuses_what_the_table_would_refuse() -> None:
     assert signed == _signed("void_round", {"round_id": "R"}, at=NOW)  # the same bytes
 
 
-# --- the rounds a command may name (wire.check_round) -------------------------------------------
-
-
-def test_a_round_id_must_be_the_round_the_command_would_act_on() -> None:
-    from controller.mqtt.wire import CommandRefused, Rounds, parse_command_message
-
-    def parse(kind: str, body: dict[str, Any], rounds: Rounds) -> object:
-        payload = json.dumps(body).encode()
-        return parse_command_message(PREFIX_A, f"{PREFIX_A}cmd/{kind}", payload, rounds=rounds)
-
-    settled = Rounds(latest="R1", dealing=None)
-    dealing = Rounds(latest="R2", dealing="R2")
-    nothing = Rounds(latest=None, dealing=None)
-    accepted: list[tuple[str, dict[str, Any], Rounds]] = [
-        ("void_round", {"round_id": "R1"}, settled),
-        ("void_round", {"round_id": "R2"}, dealing),
-        ("void_round", {}, settled),  # unsigned: the table's newest, as before
-        ("player_setting", {"seat": "1", "house_way": True, "round_id": "R1"}, settled),
-        ("enter_dice", {"dice": [1, 2, 3], "round_id": None}, settled),
-        ("enter_dice", {"dice": [1, 2, 3], "round_id": None}, nothing),
-        ("enter_dice", {"dice": [1, 2, 3], "round_id": "R2"}, dealing),
-        ("enter_dice", {"dice": [1, 2, 3]}, dealing),  # unsigned, no round named
-    ]
-    for kind, body, rounds in accepted:
-        parse(kind, body, rounds)
-    refused: list[tuple[str, dict[str, Any], Rounds, str]] = [
-        ("void_round", {"round_id": "R0"}, settled, "the table's round is 'R1'"),
-        ("void_round", {"round_id": "R1"}, nothing, "the table has no round"),
-        ("player_setting", {"seat": "1", "round_id": "R1"}, dealing, "the table's round is 'R2'"),
-        ("enter_dice", {"dice": [1, 2, 3], "round_id": "R1"}, settled, "no round is being dealt"),
-        ("enter_dice", {"dice": [1, 2, 3], "round_id": None}, dealing, "being dealt is 'R2'"),
-        ("enter_dice", {"dice": [1, 2, 3], "round_id": "R1"}, dealing, "being dealt is 'R2'"),
-    ]
-    for kind, body, rounds, expected in refused:
-        with pytest.raises(CommandRefused) as caught:
-            parse(kind, {**body, "request_id": "q"}, rounds)
-        assert caught.value.reason == "round" and caught.value.request_id == "q"
-        assert f"is not the round this {kind} would act on: " in caught.value.error
-        assert expected in caught.value.error, caught.value.error
+# The round a command may name is checked by the table: tests/table/test_scope.py.
 
 
 def test_an_unsigned_command_may_name_its_table_but_never_another() -> None:

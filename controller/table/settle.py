@@ -1,0 +1,187 @@
+"""Settlement and positions, pure functions of a complete deal (docs/rules.md §6): the dealer
+set by the House Way (or two Jacks), every seat's side wagers, and the positions a round's
+packets went to. No state of their own, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Literal
+
+from controller.game.cards import card_texts
+from controller.game.deal import assign_packets
+from controller.game.hands import HandValue, evaluate, is_ace_high_pai_gow
+from controller.game.wagers import (
+    chan_chu,
+    dealer_has_two_jacks,
+    jacks_beat,
+    push_ace_high,
+    settle_envy,
+)
+from controller.messages import (
+    DealerOut,
+    EnvyAwardOut,
+    EnvyOut,
+    PositionCards,
+    Problem,
+    RoundPayload,
+    SeatOut,
+    Wagers,
+)
+from controller.table.effects import DEALER_POSITION, PACKETS
+from controller.table.results import setting_out, side_out
+from controller.table.state import Round, TableSettings
+
+
+def settle(
+    r: Round,
+    packets: list[tuple[str, ...]],
+    settings: TableSettings,
+    occupied: Mapping[str, bool | None],
+    wagers: Mapping[str, Wagers],
+    closed_at: datetime,
+) -> RoundPayload:
+    """The settled round's result; ``r`` keeps the dealer's and each seat's cards (players may
+    set their own hands after) and is marked settled by the caller."""
+    assert r.draw is not None
+    s = settings
+    by_position = assign_packets(packets, r.draw.position)
+    dealer = tuple(int(c) for c in by_position[DEALER_POSITION])
+    two_jacks = dealer_has_two_jacks(dealer)
+    setting = None if two_jacks else s.set_by_house_way(by_position[DEALER_POSITION])
+    dealer_value = HandValue(evaluate(dealer, s.rules.wheel_high))
+    r.dealer_cards, r.dealer_setting = dealer, setting
+    seats = [
+        (pos, s.seats[pos]) for pos in sorted(s.seats) if occupied.get(s.seats[pos]) is not False
+    ]
+    for pos, label in seats:
+        r.seat_cards[label] = tuple(int(c) for c in by_position[pos])
+    return RoundPayload(
+        round_id=r.round_id,
+        round_seq=r.round_seq,
+        status="settled",
+        opened_at=r.opened_at,
+        closed_at=closed_at,
+        shuffle_id=r.shuffle_id,
+        card_source=r.source,
+        dealer_id=r.dealer_id,
+        first_position=r.draw,
+        positions=positions(by_position, r.draw.position, s),
+        dealer=DealerOut(
+            cards=card_texts(dealer),
+            best_hand=dealer_value.name,
+            two_jacks=two_jacks,
+            ace_high_pai_gow=is_ace_high_pai_gow(dealer_value),
+            setting=setting_out(setting) if setting else None,
+        ),
+        seats=seats_out(dealer, by_position, seats, settings, wagers),
+        rules=s.describe_rules(),
+        paytables=s.describe_paytables(),
+    )
+
+
+def seats_out(
+    dealer: tuple[int, ...],
+    by_position: Mapping[int, tuple[Any, ...]],
+    seats: list[tuple[int, str]],
+    settings: TableSettings,
+    wagers: Mapping[str, Wagers],
+) -> list[SeatOut]:
+    """Every seat in play settled: Chan Chu, Jacks Beat, Push Ace High and Envy."""
+    s, rules = settings, settings.rules
+    envy = None
+    if s.envy is not None:
+        envy = settle_envy(
+            {
+                label: (by_position[pos], wagers.get(label, Wagers()).chan_chu)
+                for pos, label in seats
+            },
+            s.envy,
+        )
+    out: list[SeatOut] = []
+    for pos, label in seats:
+        cards = tuple(int(c) for c in by_position[pos])
+        w = wagers.get(label)
+        cc = chan_chu(cards, s.chan_chu)
+        jb = jacks_beat(dealer, cards, s.jacks_beat, rules)
+        pah = push_ace_high(dealer, cards, rules)
+        e = envy[label] if envy is not None else None
+        out.append(
+            SeatOut(
+                seat=label,
+                position=pos,
+                cards=card_texts(cards),
+                best_hand=HandValue(evaluate(cards, rules.wheel_high)).name,
+                wagers=w,
+                chan_chu=side_out(cc.line, cc.pays, w.chan_chu if w else None),
+                jacks_beat=side_out(jb.line, jb.pays, w.jacks_beat if w else None),
+                push_ace_high=side_out(pah.line, pah.pays, w.push_ace_high if w else None),
+                envy=EnvyOut(
+                    qualifies=e.qualifies,
+                    total=e.total,
+                    awards=[
+                        EnvyAwardOut(from_seat=a.from_seat, line=a.line, amount=int(a.amount))
+                        for a in e.awards
+                    ],
+                )
+                if e
+                else None,
+            )
+        )
+    return out
+
+
+def positions(
+    by_position: Mapping[int, tuple[Any, ...]], first: int, settings: TableSettings
+) -> list[PositionCards]:
+    """Each position's cards and the packet (1–7 in dealing order) it got."""
+    return [
+        PositionCards(
+            position=pos,
+            seat="dealer" if pos == DEALER_POSITION else settings.seats.get(pos, str(pos)),
+            cards=card_texts(cards),
+            packet=((pos - first) % PACKETS) + 1,
+        )
+        for pos, cards in sorted(by_position.items())
+    ]
+
+
+def dead_positions(r: Round, settings: TableSettings) -> list[PositionCards]:
+    """The packets of a round closed without results, where they went if the position is
+    known (else ``packet N``)."""
+    out: list[PositionCards] = []
+    for packet, cards in enumerate(r.dealt_packets(), start=1):
+        # Packets are counted 1–7 in dealing order everywhere, as dealers count them.
+        pos = ((r.draw.position + packet - 2) % PACKETS) + 1 if r.draw else packet
+        label = (
+            "dealer"
+            if r.draw and pos == DEALER_POSITION
+            else (settings.seats.get(pos, str(pos)) if r.draw else f"packet {packet}")
+        )
+        out.append(PositionCards(position=pos, seat=label, cards=list(cards), packet=packet))
+    return out
+
+
+def closed_without_results(
+    r: Round,
+    reasons: list[Problem],
+    status: Literal["dead", "misdeal", "void"],
+    settings: TableSettings,
+    closed_at: datetime,
+) -> RoundPayload:
+    """The result of a round closed dead, misdealt or void."""
+    return RoundPayload(
+        round_id=r.round_id,
+        round_seq=r.round_seq,
+        status=status,
+        reasons=reasons,
+        opened_at=r.opened_at,
+        closed_at=closed_at,
+        shuffle_id=r.shuffle_id,
+        card_source=r.source,
+        dealer_id=r.dealer_id,
+        first_position=r.draw,
+        positions=dead_positions(r, settings),
+        rules=settings.describe_rules(),
+        paytables=settings.describe_paytables(),
+    )
