@@ -74,14 +74,29 @@ def _needs(item: pytest.Item) -> set[str]:
     return needs
 
 
+def _join_group(item: pytest.Item, group: str) -> None:
+    """What xdist's own hook does for an ``xdist_group`` marker: the scheduler (--dist
+    loadgroup) reads the group after an '@' that follows the test's parameters. xdist sets
+    ``_nodeid``, which pytest 9.2 no longer reads (the id is ``_id``), so it is done here."""
+    renamed = f"{item.nodeid}@{group}"
+    if hasattr(item, "_id"):
+        from _pytest.nodeid import coerce_node_id
+
+        item._id = coerce_node_id(renamed)
+    else:
+        item._nodeid = renamed  # type: ignore[attr-defined]  # pytest before 9.2
+    if item.nodeid != renamed:
+        raise pytest.UsageError(f"cannot put {item.nodeid} in its xdist group {group}")
+
+
 def _group(item: pytest.Item, needs: set[str]) -> str:
     named = item.get_closest_marker("xdist_group")
     if named is not None:  # tests that share work name their group (e.g. the shipped ways)
         return str(named.args[0] if named.args else named.kwargs["name"])
     if "package" in needs:
         return "package"
-    if "exhaustive" in needs:
-        return "exhaustive:" + item.nodeid
+    if "exhaustive" in needs:  # alone; no ']' in a group's name (xdist would not see it)
+        return "exhaustive:" + item.nodeid.replace("[", "(").replace("]", ")")
     return item.nodeid.split("::", 1)[0]
 
 
@@ -94,7 +109,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for mark in sorted(needs):
             item.add_marker(mark)
         group = _group(item, needs)
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group))
+        if getattr(config.option, "loadgroup", False) and "@" not in item.nodeid:
+            _join_group(item, group)
         rank[id(item)] = next((i for i, g in enumerate(FIRST) if group.startswith(g)), len(FIRST))
     items.sort(key=lambda it: rank[id(it)])  # stable: collection order within a rank
