@@ -11,6 +11,7 @@ user. Here each one is also read as the table reads it:
   systemd credential of ``mqtt.password_credential``: ``read_secret`` (UTF-8, not empty);
 - ``mqtt.command_keys_file``: ``controller.mqtt.signing.read_keys`` (every key's type named);
 - ``mqtt.checkpoint_key_file``: ``controller.journal.checkpoints.read_hex_key``;
+- ``mqtt.feed_key_file``: ``controller.mqtt.feed_key.read_feed_key``;
 - ``display.dealers_file``: ``controller.display.dealers.read_dealers``;
 - ``display.supervisors_file``: ``controller.display.dealers.read_supervisors``;
 - ``display.kiosk_token_file``: ``controller.display.kiosk.read_kiosk_token`` (32+ characters);
@@ -56,6 +57,12 @@ def _checkpoint_key(path: Path) -> None:
     from controller.journal.checkpoints import read_hex_key
 
     read_hex_key(path)
+
+
+def _feed_key(path: Path) -> None:
+    from controller.mqtt.feed_key import read_feed_key
+
+    read_feed_key(path)
 
 
 def _dealers(path: Path) -> None:
@@ -108,6 +115,13 @@ SETTINGS: Final[tuple[FileSetting, ...]] = (
         True,
         _checkpoint_key,
         "the key as hex digits, at least 32 bytes (e.g. `openssl rand -hex 32`)",
+    ),
+    FileSetting(
+        ("mqtt",),
+        "feed_key_file",
+        True,
+        _feed_key,
+        "the table's Ed25519 private key in PEM (paigow-table feed-key init)",
     ),
     FileSetting(("mqtt", "tls"), "ca_file", False, None, "the broker's CA certificate in PEM"),
     FileSetting(("mqtt", "tls"), "cert_file", False, None, "the client certificate in PEM"),

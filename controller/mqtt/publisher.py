@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import sqlite3
 from collections.abc import Iterator
@@ -35,10 +34,12 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from controller.clock import iso
 from controller.config import MqttConfig
+from controller.feed_signature import FeedSigner
 from controller.journal import OutboxRow
 from controller.journal.views import Outbox
 from controller.messages import COMMAND_KINDS, Authenticate, Command, StatusPayload, envelope
 from controller.mqtt.client import Client
+from controller.mqtt.feed_key import table_signer
 from controller.mqtt.rate import CommandRate
 from controller.mqtt.signing import CommandVerifier, read_keys
 from controller.mqtt.wire import (
@@ -48,6 +49,7 @@ from controller.mqtt.wire import (
     ReplyPayload,
     Rounds,
     parse_command_message,
+    reply_bytes,
     tls_context,
     wire_payload,
 )
@@ -93,9 +95,10 @@ def _raise_if_stopping(host: Lifecycle) -> None:
         raise asyncio.CancelledError
 
 
-def status_message(host: PublisherHost, *, online: bool) -> bytes:
-    """The retained ``status`` envelope. Status is a snapshot, not an event: its ``seq`` is the
-    last message seq the journal assigned (so it never opens a gap) and its ``msg_id`` is new."""
+def status_message(host: PublisherHost, signer: FeedSigner, *, online: bool) -> bytes:
+    """The retained ``status`` envelope, signed. Status is a snapshot, not an event: its ``seq``
+    is the last message seq the journal assigned (so it never opens a gap) and its ``msg_id`` is
+    new."""
     status = host.table.status()
     if not online:
         status = StatusPayload(
@@ -115,7 +118,7 @@ def status_message(host: PublisherHost, *, online: bool) -> bytes:
         seq=journal.message_seq(),
         time=host.clock(),
     )
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return signer.sign(data)
 
 
 def current_rounds(table: TableStatus) -> Rounds:
@@ -240,7 +243,16 @@ class MqttService:
 
     name = "mqtt"
 
-    def __init__(self, *, window: int = PUBLISH_WINDOW, ack_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        *,
+        window: int = PUBLISH_WINDOW,
+        ack_timeout: float = 10.0,
+        signer: FeedSigner | None = None,
+    ) -> None:
+        #: The table's feed key (controller/mqtt/feed_key.py): every message leaves signed.
+        #: None: read (or made) from the config when the service starts.
+        self.signer = signer
         self.window = window
         self.ack_timeout = ack_timeout
         self.connected = asyncio.Event()
@@ -257,6 +269,12 @@ class MqttService:
         self.verifier: CommandVerifier | None = None
         self.rate = CommandRate(120)
         self._over_reported: datetime | None = None
+
+    @property
+    def _signer(self) -> FeedSigner:
+        if self.signer is None:  # run() sets it before any session
+            raise RuntimeError("the feed key is not loaded")
+        return self.signer
 
     # --- effects -----------------------------------------------------------------------------
 
@@ -330,6 +348,15 @@ class MqttService:
             self._flush_over(host)
 
     async def run(self, host: PublisherHost) -> None:
+        if self.signer is None:
+            try:
+                self.signer = await asyncio.to_thread(table_signer, host.config)
+            except (OSError, ValueError) as exc:
+                # Nothing leaves unsigned: the messages wait in the journal until it is fixed.
+                self.last_error = f"the feed key cannot be used: {exc}"
+                log.error("mqtt_feed_key_unusable", error=str(exc)[:300])
+                await host.stopping.wait()
+                return
         host.subscribe(self._on_effect)
         self.verifier = self._verifier(host)
         self.rate = CommandRate(host.config.limits.mqtt_commands_per_minute)
@@ -384,7 +411,7 @@ class MqttService:
         v5 = config.protocol == "5"
         will = aiomqtt.Will(
             topic=host.topic("status"),
-            payload=status_message(host, online=False),
+            payload=status_message(host, self._signer, online=False),
             qos=1,
             retain=True,
         )
@@ -458,7 +485,7 @@ class MqttService:
                 with contextlib.suppress(Exception):
                     await client.publish_acked(
                         host.topic("status"),
-                        status_message(host, online=False),
+                        status_message(host, self._signer, online=False),
                         retain=True,
                         timeout=2.0,
                     )
@@ -468,7 +495,7 @@ class MqttService:
         self._status_stale = False
         code = await client.publish_acked(
             host.topic("status"),
-            status_message(host, online=True),
+            status_message(host, self._signer, online=True),
             retain=True,
             timeout=self.ack_timeout,
         )
@@ -500,8 +527,9 @@ class MqttService:
         A send that fails (no PUBACK before the link dropped or the timeout, or a refusal) is
         counted on its row (``attempts``) for the supervisor; a successful one deletes the row,
         so counting it would only cost a journal write per message."""
+        signer = self._signer
         in_flight = [
-            (row, client.send(row.topic, wire_payload(row), qos=row.qos, retain=row.retain))
+            (row, client.send(row.topic, wire_payload(row, signer), qos=row.qos, retain=row.retain))
             for row in rows
         ]
         acked: list[str] = []
@@ -602,7 +630,7 @@ class MqttService:
             properties.CorrelationData = correlation
         code = await client.publish_acked(
             reply_topic,
-            reply.model_dump_json().encode("utf-8"),
+            reply_bytes(reply, self._signer),
             properties=properties,
             timeout=self.ack_timeout,
         )

@@ -13,12 +13,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from controller.config import TlsConfig
+from controller.feed_signature import FeedSigner
 from controller.journal import OutboxRow
 from controller.messages import (
     COMMAND_KINDS,
     Command,
     EnterDice,
     PlayerSetting,
+    Signature,
     VoidRound,
     parse_command,
 )
@@ -39,6 +41,9 @@ class ReplyPayload(BaseModel):
     error: str | None = Field(description="why the command failed or was refused; null if ok")
     request_id: str | None = Field(description="the command's request_id, echoed")
     data: dict[str, Any] | None = Field(description="the command's result, e.g. the status")
+    sig: Signature | None = Field(
+        None, description='the table\'s signature (docs/mqtt.md "The signed feed"); always set'
+    )
 
 
 class CommandRefused(Exception):
@@ -69,16 +74,21 @@ class Rounds:
 # --- wire helpers ------------------------------------------------------------------------------
 
 
-def wire_payload(row: OutboxRow) -> bytes:
+def wire_payload(row: OutboxRow, signer: FeedSigner) -> bytes:
     """The bytes to publish for an outbox row: the stored envelope, with ``"replayed": true``
-    when the row was pending at a (re)connect. Only that field changes."""
-    if not row.replay:
-        return row.payload
+    when the row was pending at a (re)connect, signed by the table (docs/mqtt.md "The signed
+    feed"). Signed here, as it leaves, so signing writes nothing to disk and ``replayed`` is
+    covered too; Ed25519 is deterministic, so a resend of the same bytes has the same ``sig``."""
     data = json.loads(row.payload)
-    if isinstance(data, dict) and "replayed" in data:
+    if row.replay and isinstance(data, dict) and "replayed" in data:
         data["replayed"] = True
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    return row.payload
+    return signer.sign(data)
+
+
+def reply_bytes(reply: ReplyPayload, signer: FeedSigner) -> bytes:
+    """A reply as published: its JSON with the table's ``sig`` (its ``request_id`` ties it to
+    the command it answers)."""
+    return signer.sign(reply.model_dump(mode="json", exclude={"sig"}))
 
 
 def _no_passphrase() -> str:
