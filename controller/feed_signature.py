@@ -154,7 +154,9 @@ def _parsed(message: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(message, Mapping):
         return dict(message)
     try:
-        data = json.loads(message, object_pairs_hook=_no_duplicates)
+        # UTF-8 only: json.loads would take UTF-16 and UTF-32 bytes as well.
+        text = message.decode("utf-8") if isinstance(message, bytes) else message
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
     except UnicodeDecodeError:
         raise FeedSignatureError("malformed", "not UTF-8") from None
     except (ValueError, RecursionError) as exc:

@@ -48,7 +48,8 @@ from controller.mqtt.wire import (
     CommandRefused,
     ReplyPayload,
     Rounds,
-    parse_command_message,
+    check_person,
+    parse_signed_command,
     reply_bytes,
     tls_context,
     wire_payload,
@@ -267,6 +268,8 @@ class MqttService:
         self._nudge = asyncio.Event()
         self._status_stale = True
         self.verifier: CommandVerifier | None = None
+        #: The badges of the table's supervisors_file; None: no such file (names as typed).
+        self.supervisors: frozenset[str] | None = None
         self.rate = CommandRate(120)
         self._over_reported: datetime | None = None
 
@@ -359,6 +362,7 @@ class MqttService:
                 return
         host.subscribe(self._on_effect)
         self.verifier = self._verifier(host)
+        self.supervisors = _supervisors(host)
         self.rate = CommandRate(host.config.limits.mqtt_commands_per_minute)
         reporter = asyncio.get_running_loop().create_task(
             self._report_over(host), name="mqtt.rate_report"
@@ -577,16 +581,18 @@ class MqttService:
         except Exception as exc:
             log.error("command_failed", topic=topic[:200], error=_describe(exc), exc_info=exc)
 
-    def _parse(self, host: PublisherHost, topic: str, payload: bytes) -> Command:
-        """The command, or CommandRefused: over the rate, refused by parse_command_message, or
-        ``malformed`` when the parsing itself failed (a defect to fix: logged as an error)."""
+    def _parse(self, host: PublisherHost, topic: str, payload: bytes) -> tuple[Command, str | None]:
+        """The command and the key that signed it, or CommandRefused: over the rate, refused by
+        parse_signed_command, naming a person who is no supervisor of this table
+        (``check_person``), or ``malformed`` when the parsing itself failed (a defect to fix:
+        logged as an error)."""
         if not self.rate.admit(host.clock()):
             raise CommandRefused(
                 f"refused: more than {self.rate.per_minute} commands a minute; try again shortly",
                 reason="rate_limited",
             )
         try:
-            return parse_command_message(
+            command, key_id = parse_signed_command(
                 host.prefix,
                 topic,
                 payload,
@@ -594,6 +600,8 @@ class MqttService:
                 table_id=host.config.table.id,
                 rounds=current_rounds(host.table),
             )
+            check_person(command, self.supervisors)
+            return command, key_id
         except CommandRefused:
             raise
         except Exception as exc:
@@ -619,11 +627,13 @@ class MqttService:
         name = topic.removeprefix(f"{prefix}cmd/")
         reply_topic, correlation = _reply_route(host, message, name)
         try:
-            command = self._parse(host, topic, payload)
+            command, key_id = self._parse(host, topic, payload)
         except CommandRefused as exc:
             reply = self._refuse(host, topic, name, len(payload), exc)
         else:
-            reply = await self._run(host, topic, command)
+            # Journaled with the command (and an acknowledgement's identity): which key sent it.
+            identity = topic if key_id is None else f"{topic} key={key_id}"
+            reply = await self._run(host, identity, command)
         properties = None
         if correlation is not None:
             properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
@@ -649,11 +659,12 @@ class MqttService:
             log.error("command_refusal_not_journaled", topic=topic[:200], error=str(failure))
         return ReplyPayload(ok=False, error=exc.error, request_id=exc.request_id, data=None)
 
-    async def _run(self, host: PublisherHost, topic: str, command: Command) -> ReplyPayload:
-        """A command handed to the table; its reply (a timeout or a defect is answered too)."""
+    async def _run(self, host: PublisherHost, identity: str, command: Command) -> ReplyPayload:
+        """A command handed to the table (from ``identity``: its topic, and the key that signed
+        it); its reply (a timeout or a defect is answered too)."""
         self.commands += 1
         try:
-            answer = await host.submit(command, origin=Origin("mqtt", topic))
+            answer = await host.submit(command, origin=Origin("mqtt", identity))
             data = answer.data
             if answer.ok and isinstance(command, Authenticate) and data is not None:
                 data = {**data, **await asyncio.to_thread(_authenticate, command.nonce)}
@@ -703,6 +714,21 @@ def _reply_route(
         log.warning("response_topic_refused", topic=response_topic[:200], command=name)
         response_topic = None
     return response_topic or host.topic(f"reply/{name}"), correlation
+
+
+def _supervisors(host: PublisherHost) -> frozenset[str] | None:
+    """The badges a command may name as its supervisor (``[display] supervisors_file``); a file
+    that cannot be read admits nobody, and says so. None without the file."""
+    path = host.config.display.supervisors_file
+    if path is None:
+        return None
+    from controller.display.dealers import read_supervisors
+
+    try:
+        return frozenset(read_supervisors(path))
+    except (OSError, ValueError) as exc:
+        log.error("mqtt_supervisors_unreadable", error=str(exc)[:300])
+        return frozenset()
 
 
 def _authenticate(nonce: str) -> dict[str, Any]:

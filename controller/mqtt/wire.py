@@ -17,6 +17,7 @@ from controller.feed_signature import FeedSigner
 from controller.journal import OutboxRow
 from controller.messages import (
     COMMAND_KINDS,
+    AcknowledgeAlarm,
     Command,
     EnterDice,
     PlayerSetting,
@@ -57,7 +58,8 @@ class CommandRefused(Exception):
         super().__init__(error)
         self.error = error
         self.request_id = request_id if request_id is None or _is_text(request_id) else None
-        self.reason = reason  # invalid, signature, round, rate_limited, malformed (journaled)
+        # invalid, signature, round, person, rate_limited, malformed (journaled)
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,15 +207,35 @@ def parse_command_message(
 
     Raises CommandRefused with the reason (and the body's request_id when it has one).
     """
+    command, _ = parse_signed_command(
+        prefix, topic, payload, verifier, table_id=table_id, rounds=rounds
+    )
+    return command
+
+
+def parse_signed_command(
+    prefix: str,
+    topic: str,
+    payload: bytes,
+    verifier: CommandVerifier | None = None,
+    *,
+    table_id: str | None = None,
+    rounds: Rounds | None = None,
+) -> tuple[Command, str | None]:
+    """``parse_command_message``'s command and the id of the key that signed it (None:
+    unsigned), to journal with it."""
     name = _command_name(prefix, topic)
     body = _decode_body(payload)
     request_id = _body_request_id(body)
     fields = _command_body(name, body, request_id)
+    key_id: str | None = None
     if verifier is not None:
+        signed_by = fields.get("key_id") if "signature" in fields else None
         try:
             fields = verifier.verify(name, fields)
         except SignatureRefused as exc:
             raise CommandRefused(f"refused: {exc}", request_id, "signature") from None
+        key_id = signed_by if isinstance(signed_by, str) else None  # verified: genuine
         if table_id is None:
             table_id = verifier.table_id
     fields = _addressed_here(fields, table_id, request_id)
@@ -223,7 +245,26 @@ def parse_command_message(
         raise CommandRefused(_validation_summary(exc, name), request_id) from None
     if rounds is not None:
         check_round(command, rounds)
-    return command
+    return command, key_id
+
+
+def check_person(command: Command, supervisors: frozenset[str] | None) -> None:
+    """Refuse (CommandRefused, reason ``person``) a command naming a supervisor (``by``: an
+    acknowledgement, a void, a correction) who is not in the table's own supervisors file. The
+    signature says which system sent it, not who stood behind it: the table checks the person
+    against its own list. ``supervisors`` None: the table has no supervisors file, and a name
+    is taken as typed (docs/mqtt.md)."""
+    if supervisors is None or not isinstance(command, AcknowledgeAlarm | VoidRound | PlayerSetting):
+        return
+    by = command.by
+    if by is None or by in supervisors:
+        return
+    raise CommandRefused(
+        f"refused: {by[:64]!r} is not a supervisor of this table (its supervisors_file): "
+        f"a {command.kind} must name one by badge",
+        command.request_id,
+        "person",
+    )
 
 
 def _command_name(prefix: str, topic: str) -> str:

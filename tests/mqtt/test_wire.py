@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from controller.feed_signature import FeedSignatureError, FeedSigner, keyring, verify_envelope
