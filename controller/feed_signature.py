@@ -252,7 +252,7 @@ def checkpoint_hmac_bytes(body: Mapping[str, Any]) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
-class LinkProblem:
+class BrokenLink:
     """Why a checkpoint does not follow the last one held. ``kind``: ``rewritten`` (it names
     the same row with another hash: the history up to it changed), ``cut`` (it names an earlier
     checkpoint, or none: the journal lost its tail), ``skipped`` (it names a later checkpoint
@@ -268,10 +268,10 @@ def _body(checkpoint: Mapping[str, Any]) -> Mapping[str, Any]:
     return payload if isinstance(payload, Mapping) else checkpoint
 
 
-def checkpoint_link(last: Mapping[str, Any] | None, new: Mapping[str, Any]) -> LinkProblem | None:
+def checkpoint_link(last: Mapping[str, Any] | None, new: Mapping[str, Any]) -> BrokenLink | None:
     """Whether ``new`` (a checkpoint message or its payload, its signature already checked)
     follows ``last``, the newest checkpoint the receiver holds of that table (None: it holds
-    none): None if it does, else the ``LinkProblem``. The same checkpoint again follows."""
+    none): None if it does, else the ``BrokenLink``. The same checkpoint again follows."""
     if last is None:
         return None
     old, body = _body(last), _body(new)
@@ -280,24 +280,24 @@ def checkpoint_link(last: Mapping[str, Any] | None, new: Mapping[str, Any]) -> L
         return None
     prev_row, prev_chain = body.get("prev_event_id"), body.get("prev_chain")
     if not isinstance(body.get("event_id"), int) or not isinstance(row, int):
-        return LinkProblem("backwards", "a checkpoint without its event_id")
+        return BrokenLink("backwards", "a checkpoint without its event_id")
     if body["event_id"] <= row:
-        return LinkProblem(
+        return BrokenLink(
             "backwards", f"its row {body['event_id']} is not after the last one's ({row})"
         )
     if prev_row == row:
         if prev_chain == chain:
             return None
-        return LinkProblem(
+        return BrokenLink(
             "rewritten",
             f"row {row} now has another hash than its checkpoint had: the journal was "
             "rewritten up to it",
         )
     if isinstance(prev_row, int) and prev_row > row:
-        return LinkProblem(
+        return BrokenLink(
             "skipped", f"it follows a checkpoint at row {prev_row} that is not held (last: {row})"
         )
     named = f"row {prev_row}" if prev_row is not None else "no checkpoint"
-    return LinkProblem(
+    return BrokenLink(
         "cut", f"it follows {named}, not the last one at row {row}: the journal lost its tail"
     )
