@@ -10,10 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import structlog
 
 from controller.feed_signature import keyring, public_key_line
 from controller.mqtt.feed_key import create_feed_key, feed_key_path, read_feed_key, table_signer
+from controller.mqtt.publisher import MqttService
 from simulators.demo import DEMO_CONFIG, demo_config
+from simulators.mosquitto import Mosquitto
+from tests.harness import running_table
+from tests.mqtt.conftest import mqtt_section
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -95,3 +100,26 @@ def _written(tmp_path: Path, journal: Path) -> Path:
     )
     config.write_text(text)
     return config
+
+
+async def test_a_garbled_key_beside_the_journal_publishes_nothing_and_loses_nothing(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    """Nothing leaves unsigned: the table deals on, says why in one line, and its messages wait
+    in the journal until the key is fixed."""
+    workdir = tmp_path / "table"
+    workdir.mkdir()
+    (workdir / "feed.key").write_text("not a key\n")
+    service = MqttService()
+    with structlog.testing.capture_logs() as events:
+        async with running_table(
+            workdir, services=[service], config_extra=mqtt_section(broker)
+        ) as t:
+            settled = await t.deal(rng_number=4)
+            assert settled.status == "settled"
+            assert t.journal.outbox_pending() > 0 and service.connects == 0
+    assert (
+        service.last_error is not None and "expected an unencrypted Ed25519" in service.last_error
+    )
+    [logged] = [e for e in events if e["event"] == "mqtt_feed_key_unusable"]
+    assert "\n" not in logged["error"]
