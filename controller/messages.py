@@ -273,10 +273,22 @@ class CheckpointPayload(Payload):
     event_id: int = Field(ge=1, description="the journal's newest chained event row")
     chain: str = Field(description="that row's chain hash (SHA-256 hex)")
     made_at: str = Field(description="when the checkpoint was made (ISO 8601, UTC)")
+    prev_event_id: int | None = Field(
+        None,
+        ge=1,
+        description="the event_id of the checkpoint before this one (null: none before it), so "
+        "the checkpoints are a chain: a history rewritten or cut shows at the next one",
+    )
+    prev_chain: str | None = Field(
+        None,
+        description="the chain hash the journal holds now at prev_event_id (null: that row is "
+        "gone); equal to that checkpoint's chain unless the journal was rewritten",
+    )
     key_id: str = Field("", description="which checkpoint key signed it (the key file's name)")
     hmac: str = Field(
         description="HMAC-SHA256 (hex) under the checkpoint key over the JSON of table_id, "
-        "event_id, chain and made_at with sorted keys and no spaces"
+        "event_id, chain and made_at, and prev_event_id and prev_chain when either is set, with "
+        "sorted keys and no spaces"
     )
 
 
@@ -338,6 +350,17 @@ class StatusPayload(Payload):
         0, ge=0, description="how many latched alarms wait, listed or not"
     )
     dealer_id: str | None = Field(None, description="the dealer signed in at the table")
+
+
+class Signature(_Model):
+    """``sig``: the table's Ed25519 signature of the message without it, as canonical JSON
+    (controller/feed_signature.py)."""
+
+    alg: Literal["ed25519"]
+    key_id: str = Field(
+        pattern=r"^ed25519:[0-9a-f]{32}$", description="which key: paigow-table feed-key show"
+    )
+    value: str = Field(pattern=r"^[0-9a-f]{128}$", description="the signature, 64 bytes in hex")
 
 
 def envelope(

@@ -4,8 +4,9 @@
     python -m controller.schemas --output docs/schemas --check  # exit 1 if they are stale
 
 One file per message: the envelope (``schema``, ``version``, ``msg_id``, ``table_id``, ``seq``,
-``time``, ``replayed``) with its payload, named ``<schema>.v<version>.json``; one per command
-body, ``command.<kind>.json`` (``kind`` optional: the topic names it); and ``reply.json``.
+``time``, ``replayed``, ``sig``) with its payload, named ``<schema>.v<version>.json``; one per
+command body, ``command.<kind>.json`` (``kind`` optional: the topic names it); and
+``reply.json``.
 The files are committed (docs/schemas/) and a test checks they match the models.
 """
 
@@ -31,6 +32,7 @@ from controller.messages import (
     PlayerPayload,
     ProtectionPayload,
     RoundPayload,
+    Signature,
     StatusPayload,
 )
 
@@ -103,6 +105,13 @@ def message_model(payload: type[Payload]) -> type[BaseModel]:
             Field(description="true when sent again or late (it was pending at a reconnect)"),
         ),
         "payload": (payload, ...),
+        "sig": (
+            Signature,
+            Field(
+                description="the table's Ed25519 signature of every other field (docs/mqtt.md "
+                '"The signed feed"; controller/feed_signature.py verifies it)'
+            ),
+        ),
     }
     model: type[BaseModel] = create_model(
         name,

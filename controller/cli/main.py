@@ -46,7 +46,7 @@ def build_parser(
 
 def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
     """Subcommands that live in other modules, imported only when the CLI starts."""
-    from controller.cli import analyze, audit, journal, monitor
+    from controller.cli import analyze, audit, feed_key, journal, monitor
     from pit import cli as pit  # the casino's side: its own package and service (docs/pit.md)
 
     return [
@@ -55,6 +55,7 @@ def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.Argument
         audit.register,
         analyze.register,
         monitor.register,
+        feed_key.register,
         pit.register,
     ]
 

@@ -11,6 +11,7 @@ user. Here each one is also read as the table reads it:
   systemd credential of ``mqtt.password_credential``: ``read_secret`` (UTF-8, not empty);
 - ``mqtt.command_keys_file``: ``read_keys`` (every key's type named);
 - ``mqtt.checkpoint_key_file``: ``controller.journal.checkpoints.read_hex_key``;
+- ``mqtt.feed_key_file``: ``read_feed_key``;
 - ``display.dealers_file``: ``read_dealers``;
 - ``display.supervisors_file``: ``read_supervisors``;
 - ``display.kiosk_token_file``: ``read_kiosk_token`` (32+ characters);
@@ -43,6 +44,7 @@ from controller.config.issues import ConfigError, ConfigIssue
 from controller.config.models import TlsConfig
 from controller.config.readers import (
     read_dealers,
+    read_feed_key,
     read_keys,
     read_kiosk_token,
     read_supervisors,
@@ -66,6 +68,10 @@ def _checkpoint_key(path: Path) -> None:
     from controller.journal.checkpoints import read_hex_key
 
     read_hex_key(path)
+
+
+def _feed_key(path: Path) -> None:
+    read_feed_key(path)
 
 
 def _dealers(path: Path) -> None:
@@ -112,6 +118,13 @@ SETTINGS: Final[tuple[FileSetting, ...]] = (
         True,
         _checkpoint_key,
         "the key as hex digits, at least 32 bytes (e.g. `openssl rand -hex 32`)",
+    ),
+    FileSetting(
+        ("mqtt",),
+        "feed_key_file",
+        True,
+        _feed_key,
+        "the table's Ed25519 private key in PEM (paigow-table feed-key init)",
     ),
     FileSetting(("mqtt", "tls"), "ca_file", False, None, "the broker's CA certificate in PEM"),
     FileSetting(("mqtt", "tls"), "cert_file", False, None, "the client certificate in PEM"),

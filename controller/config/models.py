@@ -311,6 +311,12 @@ class MqttConfig(_Model):
         default_factory=list,
         description="topic prefixes an MQTT 5 response topic may name besides <prefix>reply/",
     )
+    feed_key_file: ReadableFile | None = Field(
+        default=None,
+        description="the table's Ed25519 key that signs every message it publishes (made by "
+        "'paigow-table feed-key init'; docs/mqtt.md); unset: feed.key beside the journal, made "
+        "at the first start",
+    )
     checkpoint_key_file: ReadableFile | None = Field(
         default=None,
         description="HMAC key (hex, at least 32 bytes) of the signed checkpoints of the journal's "

@@ -18,6 +18,8 @@ from controller.credentials import BADGE, TOKEN_CHARS
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from controller.feed_signature import FeedSigner
+
 #: A kiosk token's characters at least (``[display] kiosk_token_file``).
 MIN_TOKEN_CHARS = TOKEN_CHARS
 
@@ -204,3 +206,27 @@ def read_kiosk_token(path: Path) -> str:
         f"{path}: {problem}: expected at least {MIN_TOKEN_CHARS} characters and no space "
         "(e.g. `openssl rand -hex 32`)"
     )
+
+
+# --- the table's feed key (``mqtt.feed_key_file``) --------------------------------------------
+
+
+def read_feed_key(path: str | Path) -> FeedSigner:
+    """The signer of a key file: an unencrypted PKCS#8 PEM Ed25519 private key. ValueError says
+    what is wrong, never repeating the file's content."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from controller.feed_signature import FeedSigner
+
+    data = Path(path).read_bytes()
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError):
+        raise ValueError(
+            f"{path}: expected an unencrypted Ed25519 private key in PEM (paigow-table "
+            "feed-key init makes one)"
+        ) from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValueError(f"{path}: expected an Ed25519 private key, not {type(key).__name__}")
+    return FeedSigner(key)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import sqlite3
 from collections.abc import Iterator
@@ -35,10 +34,12 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from controller.clock import iso
 from controller.config import MqttConfig
+from controller.feed_signature import FeedSigner
 from controller.journal import OutboxRow
 from controller.journal.views import Outbox
 from controller.messages import COMMAND_KINDS, Authenticate, Command, StatusPayload, envelope
 from controller.mqtt.client import Client
+from controller.mqtt.feed_key import table_signer
 from controller.mqtt.rate import CommandRate
 from controller.mqtt.signing import CommandVerifier, read_keys
 from controller.mqtt.wire import (
@@ -46,7 +47,9 @@ from controller.mqtt.wire import (
     NODELAY,
     CommandRefused,
     ReplyPayload,
-    parse_command_message,
+    check_person,
+    parse_signed_command,
+    reply_bytes,
     tls_context,
     wire_payload,
 )
@@ -83,9 +86,10 @@ def _raise_if_stopping(host: Lifecycle) -> None:
         raise asyncio.CancelledError
 
 
-def status_message(host: PublisherHost, *, online: bool) -> bytes:
-    """The retained ``status`` envelope. Status is a snapshot, not an event: its ``seq`` is the
-    last message seq the journal assigned (so it never opens a gap) and its ``msg_id`` is new."""
+def status_message(host: PublisherHost, signer: FeedSigner, *, online: bool) -> bytes:
+    """The retained ``status`` envelope, signed. Status is a snapshot, not an event: its ``seq``
+    is the last message seq the journal assigned (so it never opens a gap) and its ``msg_id`` is
+    new."""
     status = host.table.status()
     if not online:
         status = StatusPayload(
@@ -105,7 +109,7 @@ def status_message(host: PublisherHost, *, online: bool) -> bytes:
         seq=journal.message_seq(),
         time=host.clock(),
     )
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return signer.sign(data)
 
 
 def _response_topic(message: aiomqtt.Message) -> tuple[str | None, bytes | None]:
@@ -219,7 +223,16 @@ class MqttService:
 
     name = "mqtt"
 
-    def __init__(self, *, window: int = PUBLISH_WINDOW, ack_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        *,
+        window: int = PUBLISH_WINDOW,
+        ack_timeout: float = 10.0,
+        signer: FeedSigner | None = None,
+    ) -> None:
+        #: The table's feed key (controller/mqtt/feed_key.py): every message leaves signed.
+        #: None: read (or made) from the config when the service starts.
+        self.signer = signer
         self.window = window
         self.ack_timeout = ack_timeout
         self.connected = asyncio.Event()
@@ -234,8 +247,16 @@ class MqttService:
         self._nudge = asyncio.Event()
         self._status_stale = True
         self.verifier: CommandVerifier | None = None
+        #: The badges of the table's supervisors_file; None: no such file (names as typed).
+        self.supervisors: frozenset[str] | None = None
         self.rate = CommandRate(120)
         self._over_reported: datetime | None = None
+
+    @property
+    def _signer(self) -> FeedSigner:
+        if self.signer is None:  # run() sets it before any session
+            raise RuntimeError("the feed key is not loaded")
+        return self.signer
 
     # --- effects -----------------------------------------------------------------------------
 
@@ -307,8 +328,18 @@ class MqttService:
             self._flush_over(host)
 
     async def run(self, host: PublisherHost) -> None:
+        if self.signer is None:
+            try:
+                self.signer = await asyncio.to_thread(table_signer, host.config)
+            except (OSError, ValueError) as exc:
+                # Nothing leaves unsigned: the messages wait in the journal until it is fixed.
+                self.last_error = f"the feed key cannot be used: {exc}"
+                log.error("mqtt_feed_key_unusable", error=str(exc)[:300])
+                await host.stopping.wait()
+                return
         host.subscribe(self._on_effect)
         self.verifier = self._verifier(host)
+        self.supervisors = _supervisors(host)
         self.rate = CommandRate(host.config.limits.mqtt_commands_per_minute)
         reporter = asyncio.get_running_loop().create_task(
             self._report_over(host), name="mqtt.rate_report"
@@ -361,7 +392,7 @@ class MqttService:
         v5 = config.protocol == "5"
         will = aiomqtt.Will(
             topic=host.topic("status"),
-            payload=status_message(host, online=False),
+            payload=status_message(host, self._signer, online=False),
             qos=1,
             retain=True,
         )
@@ -435,7 +466,7 @@ class MqttService:
                 with contextlib.suppress(Exception):
                     await client.publish_acked(
                         host.topic("status"),
-                        status_message(host, online=False),
+                        status_message(host, self._signer, online=False),
                         retain=True,
                         timeout=2.0,
                     )
@@ -445,7 +476,7 @@ class MqttService:
         self._status_stale = False
         code = await client.publish_acked(
             host.topic("status"),
-            status_message(host, online=True),
+            status_message(host, self._signer, online=True),
             retain=True,
             timeout=self.ack_timeout,
         )
@@ -477,8 +508,9 @@ class MqttService:
         A send that fails (no PUBACK before the link dropped or the timeout, or a refusal) is
         counted on its row (``attempts``) for the supervisor; a successful one deletes the row,
         so counting it would only cost a journal write per message."""
+        signer = self._signer
         in_flight = [
-            (row, client.send(row.topic, wire_payload(row), qos=row.qos, retain=row.retain))
+            (row, client.send(row.topic, wire_payload(row, signer), qos=row.qos, retain=row.retain))
             for row in rows
         ]
         acked: list[str] = []
@@ -526,22 +558,26 @@ class MqttService:
         except Exception as exc:
             log.error("command_failed", topic=topic[:200], error=_describe(exc), exc_info=exc)
 
-    def _parse(self, host: PublisherHost, topic: str, payload: bytes) -> Command:
-        """The command, or CommandRefused: over the rate, refused by parse_command_message, or
-        ``malformed`` when the parsing itself failed (a defect to fix: logged as an error)."""
+    def _parse(self, host: PublisherHost, topic: str, payload: bytes) -> tuple[Command, str | None]:
+        """The command and the key that signed it, or CommandRefused: over the rate, refused by
+        parse_signed_command, naming a person who is no supervisor of this table
+        (``check_person``), or ``malformed`` when the parsing itself failed (a defect to fix:
+        logged as an error)."""
         if not self.rate.admit(host.clock()):
             raise CommandRefused(
                 f"refused: more than {self.rate.per_minute} commands a minute; try again shortly",
                 reason="rate_limited",
             )
         try:
-            return parse_command_message(
+            command, key_id = parse_signed_command(
                 host.prefix,
                 topic,
                 payload,
                 self.verifier,
                 table_id=host.config.table.id,
             )
+            check_person(command, self.supervisors)
+            return command, key_id
         except CommandRefused:
             raise
         except Exception as exc:
@@ -567,18 +603,20 @@ class MqttService:
         name = topic.removeprefix(f"{prefix}cmd/")
         reply_topic, correlation = _reply_route(host, message, name)
         try:
-            command = self._parse(host, topic, payload)
+            command, key_id = self._parse(host, topic, payload)
         except CommandRefused as exc:
             reply = self._refuse(host, topic, name, len(payload), exc)
         else:
-            reply = await self._run(host, topic, command)
+            # Journaled with the command (and an acknowledgement's identity): which key sent it.
+            identity = topic if key_id is None else f"{topic} key={key_id}"
+            reply = await self._run(host, identity, command)
         properties = None
         if correlation is not None:
             properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
             properties.CorrelationData = correlation
         code = await client.publish_acked(
             reply_topic,
-            reply.model_dump_json().encode("utf-8"),
+            reply_bytes(reply, self._signer),
             properties=properties,
             timeout=self.ack_timeout,
         )
@@ -597,11 +635,12 @@ class MqttService:
             log.error("command_refusal_not_journaled", topic=topic[:200], error=str(failure))
         return ReplyPayload(ok=False, error=exc.error, request_id=exc.request_id, data=None)
 
-    async def _run(self, host: PublisherHost, topic: str, command: Command) -> ReplyPayload:
-        """A command handed to the table; its reply (a timeout or a defect is answered too)."""
+    async def _run(self, host: PublisherHost, identity: str, command: Command) -> ReplyPayload:
+        """A command handed to the table (from ``identity``: its topic, and the key that signed
+        it); its reply (a timeout or a defect is answered too)."""
         self.commands += 1
         try:
-            answer = await host.submit(command, origin=Origin("mqtt", topic))
+            answer = await host.submit(command, origin=Origin("mqtt", identity))
             data = answer.data
             if answer.ok and isinstance(command, Authenticate) and data is not None:
                 data = {**data, **await asyncio.to_thread(_authenticate, command.nonce)}
@@ -651,6 +690,21 @@ def _reply_route(
         log.warning("response_topic_refused", topic=response_topic[:200], command=name)
         response_topic = None
     return response_topic or host.topic(f"reply/{name}"), correlation
+
+
+def _supervisors(host: PublisherHost) -> frozenset[str] | None:
+    """The badges a command may name as its supervisor (``[display] supervisors_file``); a file
+    that cannot be read admits nobody, and says so. None without the file."""
+    path = host.config.display.supervisors_file
+    if path is None:
+        return None
+    from controller.display.dealers import read_supervisors
+
+    try:
+        return frozenset(read_supervisors(path))
+    except (OSError, ValueError) as exc:
+        log.error("mqtt_supervisors_unreadable", error=str(exc)[:300])
+        return frozenset()
 
 
 def _authenticate(nonce: str) -> dict[str, Any]:

@@ -10,10 +10,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from controller.config.readers import tls_context as tls_context
+from controller.feed_signature import FeedSigner
 from controller.journal import OutboxRow
 from controller.messages import (
     COMMAND_KINDS,
+    AcknowledgeAlarm,
     Command,
+    PlayerSetting,
+    Signature,
+    VoidRound,
     parse_command,
 )
 from controller.mqtt.signing import TABLE_FIELD, CommandVerifier, SignatureRefused, json_type
@@ -33,6 +38,9 @@ class ReplyPayload(BaseModel):
     error: str | None = Field(description="why the command failed or was refused; null if ok")
     request_id: str | None = Field(description="the command's request_id, echoed")
     data: dict[str, Any] | None = Field(description="the command's result, e.g. the status")
+    sig: Signature | None = Field(
+        None, description='the table\'s signature (docs/mqtt.md "The signed feed"); always set'
+    )
 
 
 class CommandRefused(Exception):
@@ -46,22 +54,28 @@ class CommandRefused(Exception):
         super().__init__(error)
         self.error = error
         self.request_id = request_id if request_id is None or _is_text(request_id) else None
-        self.reason = reason  # invalid, signature, round, rate_limited, malformed (journaled)
+        # invalid, signature, round, person, rate_limited, malformed (journaled)
+        self.reason = reason
 
 
 # --- wire helpers ------------------------------------------------------------------------------
 
 
-def wire_payload(row: OutboxRow) -> bytes:
+def wire_payload(row: OutboxRow, signer: FeedSigner) -> bytes:
     """The bytes to publish for an outbox row: the stored envelope, with ``"replayed": true``
-    when the row was pending at a (re)connect. Only that field changes."""
-    if not row.replay:
-        return row.payload
+    when the row was pending at a (re)connect, signed by the table (docs/mqtt.md "The signed
+    feed"). Signed here, as it leaves, so signing writes nothing to disk and ``replayed`` is
+    covered too; Ed25519 is deterministic, so a resend of the same bytes has the same ``sig``."""
     data = json.loads(row.payload)
-    if isinstance(data, dict) and "replayed" in data:
+    if row.replay and isinstance(data, dict) and "replayed" in data:
         data["replayed"] = True
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    return row.payload
+    return signer.sign(data)
+
+
+def reply_bytes(reply: ReplyPayload, signer: FeedSigner) -> bytes:
+    """A reply as published: its JSON with the table's ``sig`` (its ``request_id`` ties it to
+    the command it answers)."""
+    return signer.sign(reply.model_dump(mode="json", exclude={"sig"}))
 
 
 def _is_text(value: str) -> bool:
@@ -121,15 +135,32 @@ def parse_command_message(
 
     Raises CommandRefused with the reason (and the body's request_id when it has one).
     """
+    command, _ = parse_signed_command(prefix, topic, payload, verifier, table_id=table_id)
+    return command
+
+
+def parse_signed_command(
+    prefix: str,
+    topic: str,
+    payload: bytes,
+    verifier: CommandVerifier | None = None,
+    *,
+    table_id: str | None = None,
+) -> tuple[Command, str | None]:
+    """``parse_command_message``'s command and the id of the key that signed it (None:
+    unsigned), to journal with it."""
     name = _command_name(prefix, topic)
     body = _decode_body(payload)
     request_id = _body_request_id(body)
     fields = _command_body(name, body, request_id)
+    key_id: str | None = None
     if verifier is not None:
+        signed_by = fields.get("key_id") if "signature" in fields else None
         try:
             fields = verifier.verify(name, fields)
         except SignatureRefused as exc:
             raise CommandRefused(f"refused: {exc}", request_id, "signature") from None
+        key_id = signed_by if isinstance(signed_by, str) else None  # verified: genuine
         if table_id is None:
             table_id = verifier.table_id
     fields = _addressed_here(fields, table_id, request_id)
@@ -137,7 +168,26 @@ def parse_command_message(
         command = parse_command({**fields, "kind": name})
     except ValidationError as exc:
         raise CommandRefused(_validation_summary(exc, name), request_id) from None
-    return command
+    return command, key_id
+
+
+def check_person(command: Command, supervisors: frozenset[str] | None) -> None:
+    """Refuse (CommandRefused, reason ``person``) a command naming a supervisor (``by``: an
+    acknowledgement, a void, a correction) who is not in the table's own supervisors file. The
+    signature says which system sent it, not who stood behind it: the table checks the person
+    against its own list. ``supervisors`` None: the table has no supervisors file, and a name
+    is taken as typed (docs/mqtt.md)."""
+    if supervisors is None or not isinstance(command, AcknowledgeAlarm | VoidRound | PlayerSetting):
+        return
+    by = command.by
+    if by is None or by in supervisors:
+        return
+    raise CommandRefused(
+        f"refused: {by[:64]!r} is not a supervisor of this table (its supervisors_file): "
+        f"a {command.kind} must name one by badge",
+        command.request_id,
+        "person",
+    )
 
 
 def _command_name(prefix: str, topic: str) -> str:

@@ -4,9 +4,15 @@ head signed with the checkpoint key is journaled (a ``checkpoint`` event) and qu
 ``<prefix>checkpoint``. The casino keeps anchors the table cannot rewrite, up to the last round
 closed. Nothing is signed while the table is in a journal fault (nothing can be journaled).
 
+Each checkpoint names the one before it: the row it anchored and the hash the journal holds
+there now, read from the journal each time (``ChainReader``), so a history rewritten or cut
+under the running table, or while it was stopped, shows at the next checkpoint
+(controller/feed_signature.py ``checkpoint_link``).
+
 What it does not protect against: a key stolen from the table computer signs whatever the thief
-likes; the casino must keep its copy of the checkpoints (``audit verify --feed``) to prove a tail
-that was cut.
+likes, links included; a cut after the last checkpoint is not seen by the link (the feed's
+``seq`` shows it); the casino must keep its copy of the checkpoints (``audit verify --feed``) to
+prove a tail that was cut.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from controller.clock import iso
-from controller.journal.checkpoints import sign_checkpoint
+from controller.journal.checkpoints import ChainReader, sign_checkpoint
 from controller.messages import CheckpointPayload
 from controller.ports import EffectSource, EventRecorder, OutboxStore, TableView
 from controller.table import Effect, RoundClosed
@@ -36,19 +42,45 @@ class CheckpointService:
         self.tick = tick
         #: When the last checkpoint was made, and its own row in the journal.
         self.last: tuple[datetime, int] | None = None
+        #: The row the last checkpoint anchored (its event_id) and its hash: the next names it.
+        self._previous: int | None = None
+        self._previous_chain: str | None = None
+        self._reader: ChainReader | None = None
         self._host: CheckpointHost | None = None
 
     async def run(self, host: CheckpointHost) -> None:
         self._host = host
+        journal = str(host.config.journal.path)
+        if journal != ":memory:":
+            self._reader = ChainReader(journal)
+            self._previous = self._reader.last_checkpoint()
         host.subscribe(self._on_effect)
-        while True:
-            await asyncio.sleep(self.tick)
-            self.checkpoint(host, host.clock())
+        try:
+            while True:
+                await asyncio.sleep(self.tick)
+                self.checkpoint(host, host.clock())
+        finally:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
 
     def _on_effect(self, effect: Effect) -> None:
         # Every close anchored outside the table: the casino's copy proves the tail.
         if isinstance(effect, RoundClosed) and self._host is not None:
             self.checkpoint(self._host, self._host.clock(), every_round=True)
+
+    def _link(self) -> dict[str, Any]:
+        """What the new checkpoint names of the one before it: its row, and the hash the
+        journal holds there now (None when the row is gone: a cut tail). A journal in memory
+        has no reader; its hash there is the one the last checkpoint had."""
+        previous = self._previous
+        if previous is None:
+            return {"prev_event_id": None, "prev_chain": None}
+        if self._reader is not None:
+            chain = self._reader.chain_at(previous)
+        else:
+            chain = self._previous_chain
+        return {"prev_event_id": previous, "prev_chain": chain}
 
     def checkpoint(self, host: CheckpointHost, now: datetime, *, every_round: bool = False) -> None:
         """A checkpoint now, if events came since the last (and, between rounds, if the
@@ -66,6 +98,7 @@ class CheckpointService:
             "event_id": position[0],
             "chain": position[1],
             "made_at": iso(now, "microseconds"),
+            **self._link(),
         }
         payload = CheckpointPayload(
             **body, key_id=self._key_id, hmac=sign_checkpoint(self._key, body)
@@ -73,3 +106,4 @@ class CheckpointService:
         row = host.record_own("checkpoint", payload)
         if row is not None:
             self.last = (now, row)  # its own row: nothing new until another event
+            self._previous, self._previous_chain = position

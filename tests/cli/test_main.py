@@ -34,6 +34,7 @@ SUBCOMMANDS = {
     "monitor",
     "schemas",
     "sign-command",
+    "feed-key",
     "pit",
 }
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from controller.config import ConfigError, ConfigIssue
 from controller.config_check import check_config_main, load_checked
@@ -47,6 +49,7 @@ username = "PG-01"
 password_file = "mqtt-password"
 command_keys_file = "command-keys"
 checkpoint_key_file = "checkpoint-key"
+feed_key_file = "feed.key"
 
 [mqtt.tls]
 ca_file = "ca.crt"
@@ -61,6 +64,11 @@ dealers_file = "dealers"
 supervisors_file = "supervisors"
 kiosk_token_file = "kiosk-token"
 """
+
+
+FEED_KEY = Ed25519PrivateKey.from_private_bytes(bytes(32)).private_bytes(
+    serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+)
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,12 @@ SETTINGS = [
         "checkpoint-key",
         b"not a key\n",
         "expected the key as hex digits",
+    ),
+    Setting(
+        "mqtt.feed_key_file",
+        "feed.key",
+        b"not a key\n",
+        "expected an unencrypted Ed25519 private key in PEM",
     ),
     Setting(
         "mqtt.tls.ca_file",
@@ -154,6 +168,7 @@ def table(tmp_path: Path, certificate: tuple[bytes, bytes]) -> Path:
         "mqtt-password": b"pw-9f3Kq-acl\n",
         "command-keys": f"# the CMS\ncms-1 hmac-sha256 {SECRET.hex()}\n".encode(),
         "checkpoint-key": SECRET.hex().encode() + b"\n",
+        "feed.key": FEED_KEY,
         "ca.crt": cert,
         "client.crt": cert,
         "client.key": key,

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from controller.audit import verify_journal
+from controller.feed_signature import checkpoint_link
 from controller.journal.checkpoints import sign_checkpoint, verify_checkpoints
 from controller.journal.store import chain_link
 from controller.mqtt.publisher import MqttService
+from controller.services.checkpoints import CheckpointService
 from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
 from tests.mqtt.conftest import (
@@ -177,3 +179,69 @@ async def test_every_round_close_is_anchored_and_the_feed_finds_a_cut_tail(
     done = audit()
     assert done.returncode == 1 and last.round_id in done.stderr
     assert "the journal does not hold it" in done.stderr
+
+
+def _journaled_checkpoints(journal: Path) -> list[dict[str, Any]]:
+    with sqlite3.connect(journal) as conn:
+        rows = conn.execute("SELECT payload FROM events WHERE kind = 'checkpoint' ORDER BY id")
+        return [json.loads(payload) for (payload,) in rows]
+
+
+async def _deal_and_checkpoint(workdir: Path, rounds: int) -> list[dict[str, Any]]:
+    """Run the table (checkpoints on every round's close), deal ``rounds`` rounds, stop; the
+    checkpoints the journal holds then."""
+    service = CheckpointService(KEY, "checkpoint.key", interval=3600)
+    async with running_table(workdir, services=[service]) as t:
+        for n in range(rounds):
+            await t.deal(rng_number=n % 7 + 1)
+    return _journaled_checkpoints(workdir / "journal.sqlite3")
+
+
+async def test_a_rewritten_round_shows_at_the_next_checkpoint(tmp_path: Path) -> None:
+    """Live, not at export: the pit holds only the last checkpoint; the table's journal is
+    rewritten under it (a settled round changed, the chain recomputed) and the table goes on.
+    Its next checkpoint names the last one's row with the hash the journal holds there now."""
+    workdir = tmp_path / "table"
+    first = await _deal_and_checkpoint(workdir, 2)
+    assert len(first) == 2 and first[0]["prev_event_id"] is None
+    held = first[-1]  # what the pit holds
+    assert checkpoint_link(first[0], held) is None  # the honest chain of checkpoints
+    journal = workdir / "journal.sqlite3"
+    with sqlite3.connect(journal) as conn:
+        (row,) = conn.execute("SELECT min(id) FROM events WHERE kind = 'packet_dealt'").fetchone()
+    assert row < held["event_id"]
+    _rewrite(journal, row)  # a dealt packet of the first round, the chain recomputed
+    after = (await _deal_and_checkpoint(workdir, 1))[len(first) :]
+    new = after[0]
+    assert new["hmac"] == sign_checkpoint(KEY, new)  # genuinely the table's, link included
+    problem = checkpoint_link(held, new)
+    assert problem is not None and problem.kind == "rewritten", problem
+    # The audit of the checkpoints the casino kept says so too.
+    _, problems = verify_checkpoints(journal, [*first, new], KEY)
+    assert any("does not follow the one before it (rewritten)" in what for _, what in problems)
+
+
+async def test_a_cut_tail_shows_at_the_next_checkpoint(tmp_path: Path) -> None:
+    """The journal's tail cut (the last round and its checkpoint) while the row counter goes
+    on, so the next rows look new: the next checkpoint names an older checkpoint than the one
+    the pit holds."""
+    workdir = tmp_path / "table"
+    first = await _deal_and_checkpoint(workdir, 2)
+    held = first[-1]
+    journal = workdir / "journal.sqlite3"
+    with sqlite3.connect(journal) as conn:
+        (last_round,) = conn.execute(
+            "SELECT round_id FROM events WHERE kind = 'round_sealed' ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        (cut,) = conn.execute(
+            "SELECT min(id) FROM events WHERE round_id = ?", (last_round,)
+        ).fetchone()
+        conn.execute("DELETE FROM events WHERE id >= ?", (cut,))
+        conn.execute("DELETE FROM outbox")
+        conn.execute("DELETE FROM rounds WHERE round_id = ?", (last_round,))
+    assert verify_journal(journal).ok  # a shorter, whole chain
+    new = (await _deal_and_checkpoint(workdir, 1))[-1]
+    assert new["event_id"] > held["event_id"]  # the counter went on
+    problem = checkpoint_link(held, new)
+    assert problem is not None and problem.kind == "cut", problem
+    assert new["prev_event_id"] == first[0]["event_id"]

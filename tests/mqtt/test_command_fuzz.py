@@ -38,7 +38,12 @@ from controller.clock import utc_now
 from controller.messages import COMMAND_KINDS
 from controller.mqtt.publisher import MqttService
 from controller.mqtt.signing import CommandVerifier, SignatureRefused, sign
-from controller.mqtt.wire import CommandRefused, ReplyPayload, parse_command_message
+from controller.mqtt.wire import (
+    CommandRefused,
+    ReplyPayload,
+    parse_command_message,
+    parse_signed_command,
+)
 from controller.table import Refusal
 from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
@@ -371,7 +376,7 @@ async def test_a_defect_while_parsing_submitting_or_replying_ends_no_session(
     reply is logged. None of them ends the session."""
     from controller.mqtt import publisher
 
-    parse = parse_command_message
+    parse = parse_signed_command
     publish_acked = publisher._Client.publish_acked
 
     def parse_with_a_defect(
@@ -386,7 +391,7 @@ async def test_a_defect_while_parsing_submitting_or_replying_ends_no_session(
             raise RuntimeError("a defect in the reply")
         return await publish_acked(self, topic, payload, **kw)
 
-    monkeypatch.setattr(publisher, "parse_command_message", parse_with_a_defect)  # as imported
+    monkeypatch.setattr(publisher, "parse_signed_command", parse_with_a_defect)  # as imported
     monkeypatch.setattr(publisher._Client, "publish_acked", publish_with_a_defect)
     service = MqttService()
     workdir = tmp_path / "table"
@@ -411,6 +416,7 @@ async def test_a_defect_while_parsing_submitting_or_replying_ends_no_session(
             replies = [r.json for r in await sub.take(3, on(f"{PREFIX}reply/status_request"))]
             by_id = {r["request_id"]: r for r in replies}
             assert set(by_id) == {None, "submit-boom", "fine"}  # reply-boom's reply failed
+            assert by_id[None].pop("sig")["alg"] == "ed25519"  # replies are signed too
             assert by_id[None] == {
                 "ok": False,
                 "error": "malformed command: RuntimeError",

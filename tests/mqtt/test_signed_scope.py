@@ -275,6 +275,7 @@ async def test_a_command_signed_for_one_table_is_refused_by_another_sharing_the_
         assert sub.client is not None
         await sub.client.publish(f"{PREFIX_B}cmd/close_table", seen.payload, qos=1)
         replayed = (await sub.until(on(f"{PREFIX_B}reply/close_table"))).json
+        assert replayed.pop("sig")["alg"] == "ed25519"  # B's reply, signed by B
         assert replayed == {
             "ok": False,
             "error": "refused: signed for table 'PG-T1', this is table 'PG-T2'",

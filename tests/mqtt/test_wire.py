@@ -1,12 +1,14 @@
 """What goes on the wire and comes off it, without a broker: a replayed row changes only its
-`replayed` field, and commands are validated by topic and body."""
+`replayed` field, every message signed, and commands are validated by topic and body."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from controller.feed_signature import FeedSignatureError, FeedSigner, keyring, verify_envelope
 from controller.journal import OutboxRow
 from controller.messages import EnterDice, VoidRound, parse_command
 from controller.mqtt.wire import (
@@ -23,7 +25,7 @@ def _row(payload: dict[str, object], replay: bool) -> OutboxRow:
     return OutboxRow("T-1", 7, "T", f"{PREFIX}round", data, 1, False, "now", 0, replay, None)
 
 
-def test_a_replayed_row_changes_only_its_replayed_field() -> None:
+def test_a_replayed_row_changes_only_its_replayed_field_and_both_are_signed() -> None:
     envelope = {
         "schema": "paigow.round",
         "version": 1,
@@ -34,13 +36,21 @@ def test_a_replayed_row_changes_only_its_replayed_field() -> None:
         "replayed": False,
         "payload": {"detail": 'a “quote” and "replayed":false inside'},
     }
-    live = _row(envelope, replay=False)
-    assert wire_payload(live) is live.payload
-    again = wire_payload(_row(envelope, replay=True))
-    assert json.loads(again) == {**envelope, "replayed": True}
-    assert again == live.payload.replace(
-        b'"replayed":false,"payload"', b'"replayed":true,"payload"'
-    )
+    signer = FeedSigner(Ed25519PrivateKey.generate())
+    keys = keyring([signer.public_key])
+    live = wire_payload(_row(envelope, replay=False), signer)
+    assert verify_envelope(live, keys).message == envelope
+    assert wire_payload(_row(envelope, replay=False), signer) == live  # a resend: same bytes
+    again = wire_payload(_row(envelope, replay=True), signer)
+    verified = verify_envelope(again, keys, table_id="PG-T1")
+    assert verified.message == {**envelope, "replayed": True}
+    assert verified.key_id == signer.key_id
+    # The flag is signed: set back to false on the way, the signature no longer holds.
+    assert json.loads(again)["sig"] != json.loads(live)["sig"]
+    tampered = again.replace(b'"replayed":true', b'"replayed":false')
+    with pytest.raises(FeedSignatureError) as refused:
+        verify_envelope(tampered, keys)
+    assert refused.value.reason == "bad_signature"
 
 
 def test_commands_are_validated_by_topic_and_body() -> None:
