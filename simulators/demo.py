@@ -99,6 +99,19 @@ def demo_pin(workdir: Path) -> tuple[str, Path]:
     return pin, path
 
 
+#: The key id of the demo's command key (docs/mqtt.md, "Signed commands").
+DEMO_KEY_ID = "demo"
+
+
+def demo_command_keys(workdir: Path) -> Path:
+    """A fresh HMAC key the demo table takes signed commands under, in a file only its owner
+    reads: a demo shows the table as it is deployed, not with unsigned commands."""
+    path = workdir / "command-keys"
+    path.write_text(f"{DEMO_KEY_ID} hmac-sha256 {secrets.token_hex(32)}\n", encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
 _STATUS_WORDS = {"settled": "settled", "dead": "dead", "misdeal": "misdealt", "void": "void"}
 
 
@@ -183,9 +196,11 @@ class DemoMqtt:
         )
         return cls("127.0.0.1", broker.port, out, broker)
 
-    @property
-    def config_extra(self) -> str:
-        return f'\n[mqtt]\nhost = "{self.host}"\nport = {self.port}\nkeepalive = 10\n'
+    def config_extra(self, command_keys: Path) -> str:
+        return (
+            f'\n[mqtt]\nhost = "{self.host}"\nport = {self.port}\nkeepalive = 10\n'
+            f'command_keys_file = "{command_keys}"\n'
+        )
 
     def services(self, prefix: str) -> list[Service]:
         self.feed = FeedPrinter(self.host, self.port, prefix, self.out, mark="  mqtt ▸ ")
@@ -321,10 +336,12 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         journal_path = Path(args.journal) if args.journal else workdir / "journal.sqlite3"
         mqtt = DemoMqtt.from_args(args, workdir, out)  # None: MQTT off
         pin, pin_file = demo_pin(workdir)
+        keys = demo_command_keys(workdir)
         config = demo_config(
             workdir,
             journal_path,
-            extra=display_config(args.http_port, pin_file) + (mqtt.config_extra if mqtt else ""),
+            extra=display_config(args.http_port, pin_file)
+            + (mqtt.config_extra(keys) if mqtt else ""),
         )
         bias = getattr(args, "bias", None)
         shuffler = ShufflerSimulator(
@@ -365,6 +382,14 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                     file=out,
                     flush=True,
                 )
+                if mqtt:
+                    print(
+                        f"MQTT commands: signed, key {DEMO_KEY_ID} in {keys} (this demo only): "
+                        f"paigow-table sign-command KIND '{{…}}' --table-id {config.table.id} "
+                        f"--keys-file {keys} --key-id {DEMO_KEY_ID}",
+                        file=out,
+                        flush=True,
+                    )
                 dealer.display = next((s for s in services if isinstance(s, DisplayService)), None)
                 await daemon.run(stop, handle_signals=True)
                 stats = journal.stats()
