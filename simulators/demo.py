@@ -14,7 +14,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Self, TextIO
 
@@ -206,6 +206,17 @@ class DemoMqtt:
         self.feed = FeedPrinter(self.host, self.port, prefix, self.out, mark="  mqtt ▸ ")
         return [self.feed]
 
+    def ready(self, journal: Journal) -> Callable[[], Awaitable[bool]]:
+        """Waits until the feed printed everything journaled so far (at most 10 s): the broker
+        is connected and the backlog of the start (devices online) drained."""
+
+        async def wait() -> bool:
+            return self.feed is not None and await self.feed.caught_up(
+                journal.message_seq(), timeout=10
+            )
+
+        return wait
+
     def stop_when_delivered(
         self, journal: Journal, stop: asyncio.Event, drain_timeout: float
     ) -> Callable[[], None]:
@@ -269,6 +280,7 @@ class DemoDealer:
         self._closed = asyncio.Event()
         self._online: set[str] = set()
         self.display: DisplayService | None = None
+        self.feed_ready: Callable[[], Awaitable[object]] | None = None
         self._devices_up = asyncio.Event()
 
     def on_effect(self, effect: Effect) -> None:
@@ -298,6 +310,9 @@ class DemoDealer:
             pages = f"dealer page {web}/dealer   supervisor {web}/supervisor\n"
             print(pages, file=self.out, flush=True)
         await asyncio.wait_for(self._devices_up.wait(), timeout=30)
+        if self.feed_ready is not None:
+            # The first round goes out live, not from a backlog the broker had not yet taken.
+            await self.feed_ready()
         dealt = 0
         while self.rounds is None or dealt < self.rounds:
             faults: list[str] = []
@@ -369,7 +384,9 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                     ),
                 )
                 services: list[Service] = [*default_services(config, sinks), dealer]
-                services += mqtt.services(config.mqtt.topic_prefix) if mqtt else []
+                if mqtt:
+                    services += mqtt.services(config.mqtt.topic_prefix)
+                    dealer.feed_ready = mqtt.ready(journal)
                 daemon = build_daemon(config, journal, devices, services)
                 print(
                     f"demo table {config.table.id}: shuffler on {shuffler.port.describe()}, "

@@ -85,6 +85,8 @@ def test_a_fresh_demo_warns_of_nothing(tmp_path: Path) -> None:
     both = done.stdout + done.stderr
     assert "[warning" not in both, both
     assert "house_way_changed" not in both
+    assert "mqtt ▸ round " in both  # the feed printed, through the demo's own Mosquitto …
+    assert not re.search(r"mqtt ▸ (round|dead) .*\(replayed\)", both)  # … its rounds live
 
 
 def _get(url: str) -> Any:
