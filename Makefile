@@ -8,7 +8,9 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml | deb-tools
+# As an ordinary user: no apt here (packaging tools are deb-tools', for make package and test).
+$(STAMP): pyproject.toml
+	@$(PY) -c 'import ensurepip, venv' 2>/dev/null || { echo "$(PY) cannot make a venv: install Debian's python3-venv package (as root)" >&2; exit 1; }
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'

@@ -88,8 +88,9 @@ def check_config(path: str | os.PathLike[str]) -> CheckResult:
         except (TypeError, ValueError) as exc:
             errors.append(ConfigIssue(file, f"devices.{name}", str(exc)))
     errors.extend(file_issues(file, data, base))
-    if config is not None:
-        errors.extend(way_issues(file, config.rules.house_way))
+    way = config.rules.house_way if config is not None else _way_named(data, context)
+    if way is not None:  # checked beside every other error, not only once they are fixed
+        errors.extend(way_issues(file, way))
     # A driver the model refused too (it does only when the rest of its section is valid) is
     # told once, where the model told it, by the pass that says what was meant.
     drivers_told = {i.key: i for i in _driver_issues(file, data, drivers)}
@@ -221,6 +222,22 @@ def _secret_warnings(file: str, key: str, path: Path) -> Iterable[ConfigIssue]:
             f"the supervisor token has {len(value)} characters: expected at least "
             f"{MIN_TOKEN_CHARS} (e.g. `openssl rand -hex 32`)",
         )
+
+
+def _way_named(data: Mapping[str, Any], context: Mapping[str, object]) -> str | None:
+    """``[rules] house_way`` read on its own, as the model reads it (a path relative to the
+    config's directory), when the rest of the file has errors; None if it is not set or the
+    model already refused the value itself."""
+    from controller.config.fields import WayRef
+
+    rules = data.get("rules")
+    if not isinstance(rules, Mapping) or "house_way" not in rules:
+        return None
+    try:
+        way: str = TypeAdapter(WayRef).validate_python(rules["house_way"], context=context)
+    except ValidationError:
+        return None
+    return way
 
 
 def way_issues(file: str, house_way: str) -> list[ConfigIssue]:

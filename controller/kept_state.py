@@ -86,7 +86,10 @@ def record_house_way(journal: Journal, name: str, digest: str) -> bool:
     with journal.transaction() as tx:
         tx.record_event("house_way_changed", {"before": before, "after": now})
         tx.remember(HOUSE_WAY_KEY, now)
-    log.warning("house_way_changed", before=before, after=now)
+    if before is None:  # a first start: the way is set, not changed
+        log.info("house_way_set", way=now)
+    else:
+        log.warning("house_way_changed", before=before, after=now)
     return True
 
 

@@ -73,13 +73,15 @@ def add_demo_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _config(path: str) -> PitConfig:
+    from controller.cli.exits import existing_file
     from pit.config import PitConfigError, load_pit_config
 
+    existing_file(path, "config")  # 66 or 74, one line: a typo is not a config error
     try:
         return load_pit_config(path)
     except (PitConfigError, OSError) as exc:
         print(f"pit: {exc}", file=sys.stderr)
-        raise SystemExit(78) from None
+        raise SystemExit(78) from None  # EX_CONFIG, which the unit does not restart on
 
 
 def _logging(level: str) -> None:
@@ -192,14 +194,25 @@ def cmd_verify_report(args: argparse.Namespace) -> int:
     if config.shift.report_key_file is None:
         print("pit verify-report: set [shift] report_key_file", file=sys.stderr)
         return 78
-    body = json.loads(Path(args.report).read_text(encoding="utf-8"))
+    from controller.cli.exits import EXIT_DATAERR, CliError, existing_file
+
+    existing_file(args.report, "report")
+    try:
+        body = json.loads(Path(args.report).read_bytes())
+        if not isinstance(body, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:  # JSON's errors and UTF-8's are ValueErrors
+        raise CliError(EXIT_DATAERR, f"{args.report}: not a shift report: {exc}") from None
     ok = shift.verify_report(read_hex_key(config.shift.report_key_file), body)
     print("report signature ok" if ok else "report signature WRONG: altered or another key")
     return 0 if ok else 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from controller.cli.exits import port_free
     from pit.demo import run_demo
+
+    port_free(args.http_port, "--http-port")
 
     try:
         return asyncio.run(run_demo(args))

@@ -21,7 +21,7 @@ from pit.config import parse_pit_config
 from pit.service import Pit
 from pit.store import migrate
 from pit.tables import TableDaemon, table_mqtt_section
-from simulators.mosquitto import Mosquitto
+from simulators.mosquitto import Mosquitto, free_port
 
 
 def _secret_file(path: Path, text: str) -> Path:
@@ -49,6 +49,7 @@ def demo_pit_config(
         f"[database]\nurl = {json.dumps(db)}\n"
         f'[record]\ncheckpoint_key_file = "{checkpoint_key}"\n'
         f'[commands]\nkey_file = "{command_key}"\nkey_id = "pit"\n'
+        f"supervisors = [{json.dumps(SUPERVISOR)}]\n"
         f'[web]\nhost = "127.0.0.1"\nport = {http_port}\n'
         f'[shift]\nreport_key_file = "{report_key}"\n'
         "[protection]\nshufflers = { "
@@ -89,35 +90,39 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             extra = table_mqtt_section(
                 broker.port, checkpoint_key_file=checkpoint_key, command_keys_file=keys
             )
+            pin, supervisors = _supervisor(workdir)
+            # The [display] keys TableDaemon writes come last in its section: these join them.
+            pages = f'supervisors_file = "{supervisors}"\n' + extra
             tables = [
-                TableDaemon(f"PG-{i + 1:02d}", workdir / f"PG-{i + 1:02d}", extra=extra, seed=i + 1)
+                TableDaemon(
+                    f"PG-{i + 1:02d}",
+                    workdir / f"PG-{i + 1:02d}",
+                    extra=pages,
+                    seed=i + 1,
+                    display_port=free_port(),
+                )
                 for i in range(args.tables)
             ]
+            dealers: list[asyncio.Task[None]] = []
             try:
                 await asyncio.gather(*(t.start() for t in tables))
                 assert pit.web is not None
                 await pit.web.started.wait()
-                print(
-                    f"pit demo: {len(tables)} tables on a private Mosquitto at "
-                    f"127.0.0.1:{broker.port}, a round every {args.interval:g} s each\n"
-                    f"pit page {pit.web.url}/   (Ctrl-C stops)",
-                    file=out,
-                    flush=True,
-                )
+                _print_pit(out, args, broker.port, pit.web.url, tables, pin)
                 for i, t in enumerate(tables):
                     await asyncio.sleep(args.interval / max(1, len(tables)))
-                    t.start_dealing(args.interval, args.rounds)
-                    del i
+                    dealers.append(asyncio.create_task(_deal(t, args, out, alarm=i == 0)))
                 while not stop.is_set():
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), 1.0)
-                    if args.rounds is not None and all(
-                        t._dealer is not None and t._dealer.done() for t in tables
-                    ):
+                    if args.rounds is not None and all(d.done() for d in dealers):
                         await asyncio.sleep(2.0)  # the last rounds reach the pit
                         stop.set()
             finally:
                 stop.set()
+                for d in dealers:
+                    d.cancel()
+                await asyncio.gather(*dealers, return_exceptions=True)
                 await asyncio.gather(*(t.close() for t in tables), return_exceptions=True)
                 await pit_task
                 stats = pit.ingest.stats
@@ -128,3 +133,60 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                     flush=True,
                 )
     return 0
+
+
+#: The demo's supervisor: the badge the tables' pages and the pit page both know.
+SUPERVISOR = "S-DEMO"
+
+#: The round of the first table dealt with a duplicate card: a latched alarm (deck_integrity)
+#: for the pit's acknowledge flow to be tried on.
+ALARM_ROUND = 2
+
+
+def _supervisor(workdir: Path) -> tuple[str, Path]:
+    """A fresh six-digit PIN for :data:`SUPERVISOR`, and the tables' supervisors file (its
+    salted hash only)."""
+    from controller.display.dealers import hash_pin
+
+    pin = f"{secrets.randbelow(900_000) + 100_000}"
+    return pin, _secret_file(workdir / "supervisors", f"{SUPERVISOR} {hash_pin(pin)}")
+
+
+def _print_pit(
+    out: TextIO, args: argparse.Namespace, broker: int, pit_url: str, tables: list[TableDaemon],
+    pin: str,
+) -> None:  # fmt: skip
+    """What a newcomer needs to click through the pit: every page and the supervisor."""
+    lines = [
+        f"pit demo: {len(tables)} tables on a private Mosquitto at 127.0.0.1:{broker}, "
+        f"a round every {args.interval:g} s each",
+        f"pit page {pit_url}/   (Ctrl-C stops)",
+        f"supervisor (this demo only): badge {SUPERVISOR}  PIN {pin}  — on the tables' pages; "
+        f"the pit page asks for the name {SUPERVISOR}",
+    ]
+    for t in tables:
+        web = f"http://127.0.0.1:{t.display_port}"
+        lines.append(f"  {t.table_id}  dealer {web}/dealer   supervisor {web}/supervisor")
+    if tables:
+        lines.append(
+            f"{tables[0].table_id}'s round {ALARM_ROUND} is dealt with a duplicate card: a "
+            "latched alarm to acknowledge from the pit page (click the table's tile)"
+        )
+    print("\n".join(lines), file=out, flush=True)
+
+
+async def _deal(table: TableDaemon, args: argparse.Namespace, out: TextIO, *, alarm: bool) -> None:
+    """A round every ``--interval`` s (``--rounds`` of them); the first table's
+    :data:`ALARM_ROUND` with a duplicate card."""
+    assert table.shuffler is not None and table.rng is not None
+    n = 0
+    while args.rounds is None or n < args.rounds:
+        if table.alive:
+            n += 1
+            fault = ["duplicate_card"] if alarm and n == ALARM_ROUND else None
+            if fault:
+                print(f"{table.table_id}: a duplicate card dealt (an alarm)", file=out, flush=True)
+            await table.rng.press()
+            await table.shuffler.deal(fault)
+            table.dealt += 1
+        await asyncio.sleep(args.interval)

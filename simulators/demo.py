@@ -14,7 +14,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Self, TextIO
 
@@ -97,6 +97,19 @@ def demo_pin(workdir: Path) -> tuple[str, Path]:
     path.write_text(pin + "\n", encoding="utf-8")
     path.chmod(0o600)
     return pin, path
+
+
+#: The key id of the demo's command key (docs/mqtt.md, "Signed commands").
+DEMO_KEY_ID = "demo"
+
+
+def demo_command_keys(workdir: Path) -> Path:
+    """A fresh HMAC key the demo table takes signed commands under, in a file only its owner
+    reads: a demo shows the table as it is deployed, not with unsigned commands."""
+    path = workdir / "command-keys"
+    path.write_text(f"{DEMO_KEY_ID} hmac-sha256 {secrets.token_hex(32)}\n", encoding="utf-8")
+    path.chmod(0o600)
+    return path
 
 
 _STATUS_WORDS = {"settled": "settled", "dead": "dead", "misdeal": "misdealt", "void": "void"}
@@ -183,13 +196,26 @@ class DemoMqtt:
         )
         return cls("127.0.0.1", broker.port, out, broker)
 
-    @property
-    def config_extra(self) -> str:
-        return f'\n[mqtt]\nhost = "{self.host}"\nport = {self.port}\nkeepalive = 10\n'
+    def config_extra(self, command_keys: Path) -> str:
+        return (
+            f'\n[mqtt]\nhost = "{self.host}"\nport = {self.port}\nkeepalive = 10\n'
+            f'command_keys_file = "{command_keys}"\n'
+        )
 
     def services(self, prefix: str) -> list[Service]:
         self.feed = FeedPrinter(self.host, self.port, prefix, self.out, mark="  mqtt ▸ ")
         return [self.feed]
+
+    def ready(self, journal: Journal) -> Callable[[], Awaitable[bool]]:
+        """Waits until the feed printed everything journaled so far (at most 10 s): the broker
+        is connected and the backlog of the start (devices online) drained."""
+
+        async def wait() -> bool:
+            return self.feed is not None and await self.feed.caught_up(
+                journal.message_seq(), timeout=10
+            )
+
+        return wait
 
     def stop_when_delivered(
         self, journal: Journal, stop: asyncio.Event, drain_timeout: float
@@ -254,6 +280,7 @@ class DemoDealer:
         self._closed = asyncio.Event()
         self._online: set[str] = set()
         self.display: DisplayService | None = None
+        self.feed_ready: Callable[[], Awaitable[object]] | None = None
         self._devices_up = asyncio.Event()
 
     def on_effect(self, effect: Effect) -> None:
@@ -283,6 +310,9 @@ class DemoDealer:
             pages = f"dealer page {web}/dealer   supervisor {web}/supervisor\n"
             print(pages, file=self.out, flush=True)
         await asyncio.wait_for(self._devices_up.wait(), timeout=30)
+        if self.feed_ready is not None:
+            # The first round goes out live, not from a backlog the broker had not yet taken.
+            await self.feed_ready()
         dealt = 0
         while self.rounds is None or dealt < self.rounds:
             faults: list[str] = []
@@ -321,10 +351,12 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         journal_path = Path(args.journal) if args.journal else workdir / "journal.sqlite3"
         mqtt = DemoMqtt.from_args(args, workdir, out)  # None: MQTT off
         pin, pin_file = demo_pin(workdir)
+        keys = demo_command_keys(workdir)
         config = demo_config(
             workdir,
             journal_path,
-            extra=display_config(args.http_port, pin_file) + (mqtt.config_extra if mqtt else ""),
+            extra=display_config(args.http_port, pin_file)
+            + (mqtt.config_extra(keys) if mqtt else ""),
         )
         bias = getattr(args, "bias", None)
         shuffler = ShufflerSimulator(
@@ -352,7 +384,9 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                     ),
                 )
                 services: list[Service] = [*default_services(config, sinks), dealer]
-                services += mqtt.services(config.mqtt.topic_prefix) if mqtt else []
+                if mqtt:
+                    services += mqtt.services(config.mqtt.topic_prefix)
+                    dealer.feed_ready = mqtt.ready(journal)
                 daemon = build_daemon(config, journal, devices, services)
                 print(
                     f"demo table {config.table.id}: shuffler on {shuffler.port.describe()}, "
@@ -365,6 +399,14 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                     file=out,
                     flush=True,
                 )
+                if mqtt:
+                    print(
+                        f"MQTT commands: signed, key {DEMO_KEY_ID} in {keys} (this demo only): "
+                        f"paigow-table sign-command KIND '{{…}}' --table-id {config.table.id} "
+                        f"--keys-file {keys} --key-id {DEMO_KEY_ID}",
+                        file=out,
+                        flush=True,
+                    )
                 dealer.display = next((s for s in services if isinstance(s, DisplayService)), None)
                 await daemon.run(stop, handle_signals=True)
                 stats = journal.stats()

@@ -5,8 +5,12 @@ example fails here instead of misleading an operator."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import json
 import re
+import shlex
 import tomllib
 from pathlib import Path
 
@@ -148,3 +152,177 @@ def test_the_example_messages_in_docs_mqtt_validate_against_their_schemas() -> N
         jsonschema.Draft202012Validator(schema).validate(example)
         checked += 1
     assert checked >= 10
+
+
+# --- commands, options and way digests (issue 34) -----------------------------------------------
+
+#: A word of a command line that stands for something, not a value the parser could read.
+_PLACEHOLDER = re.compile(r"…|\.\.\.|[\[\]|<>{}]")
+_SHELL_END = {";", "|", "||", "&&", ">", ">>", "<", "2>", "2>&1", "&", "#"}
+
+
+def _parser() -> argparse.ArgumentParser:
+    from controller.cli import _registrars, build_parser
+
+    return build_parser(_registrars())
+
+
+def _children(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands (or house-way's verbs) a parser takes as its next word."""
+    verbs: dict[str, argparse.ArgumentParser] = dict(getattr(parser, "verbs", {}))
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            verbs.update(action.choices)
+    return verbs
+
+
+def _options(parser: argparse.ArgumentParser) -> set[str]:
+    return {o for a in parser._actions for o in a.option_strings}
+
+
+def _words(command: str) -> list[str]:
+    """The words after ``paigow-table``, up to anything the shell would take."""
+    command = command.split(";")[0]
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:  # an unbalanced quote in prose
+        words = command.split()
+    start = next(i for i, w in enumerate(words) if w.endswith("paigow-table"))
+    words = words[start + 1 :]
+    end = next((i for i, w in enumerate(words) if w in _SHELL_END or w.startswith(">")), None)
+    return words[:end]
+
+
+def _commands() -> list[tuple[str, str, bool]]:
+    """Every ``paigow-table …`` the README and docs/ show: (file, command, complete). A line of
+    a code block is a complete command; inline code may be a fragment (``audit verify``)."""
+    found: list[tuple[str, str, bool]] = []
+    for path in DOCS:
+        text = _text(path)
+        for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.strip().removeprefix("$ ")
+                if re.match(r"(sudo -u \S+ )?(\S*/)?paigow-table ", line):
+                    found.append((path.name, line, not _PLACEHOLDER.search(line)))
+        prose = re.sub(r"```.*?```", "", text, flags=re.S)
+        for inline in re.findall(r"`((?:\S*/)?paigow-table [^`]+)`", prose):
+            found.append((path.name, inline, False))
+    # Output that begins with the program's name ("paigow-table 0.1.0: …") is not a command.
+    return [
+        c for c in found if re.fullmatch(r"--[a-z-]+|[a-z][a-z-]*", (_words(c[1]) or ["-x"])[0])
+    ]
+
+
+def _walk(words: list[str]) -> tuple[argparse.ArgumentParser, list[str], list[str]]:
+    """The parser the command's subcommand words lead to, the words that led there, the rest."""
+    parser = _parser()
+    path: list[str] = []
+    rest = list(words)
+    while rest and rest[0] in {"--wheel", "--version"}:
+        rest = rest[2:] if rest[0] == "--wheel" else rest[1:]
+    while rest:
+        children = _children(parser)
+        if not children or rest[0].startswith("-") or _PLACEHOLDER.search(rest[0]):
+            break
+        if hasattr(parser, "verbs") and rest[0] not in children:
+            break  # house-way's cards
+        word = rest.pop(0)
+        if word not in children:
+            raise LookupError(f"no subcommand {' '.join([*path, word])!r}")
+        parser, path = children[word], [*path, word]
+    return parser, path, rest
+
+
+def test_every_command_and_option_the_docs_show_exists() -> None:
+    """A renamed subcommand or option fails here instead of misleading an operator."""
+    commands = _commands()
+    assert len(commands) > 100
+    problems = []
+    for name, command, _complete in commands:
+        try:
+            parser, path, rest = _walk(_words(command))
+        except LookupError as exc:
+            problems.append(f"{name}: {command}: {exc}")
+            continue
+        known = _options(parser)
+        for word in rest:
+            option = word.split("=")[0].strip("[]")
+            if option.startswith("--") and option not in known:
+                problems.append(f"{name}: {command}: paigow-table {' '.join(path)} has no {option}")
+    assert problems == [], "\n".join(problems)
+
+
+def test_every_complete_command_line_in_the_docs_parses() -> None:
+    """Each command line of a code block, as a person would paste it, is accepted by the real
+    parser (a word in capitals stands for a number where one is expected)."""
+    parser = _parser()
+    parsed = 0
+    for name, command, complete in _commands():
+        if not complete:
+            continue
+        words = _words(command)
+        for _ in range(8):
+            try:
+                with contextlib.redirect_stderr(io.StringIO()) as err:
+                    parser.parse_args(words)
+                parsed += 1
+                break
+            except SystemExit as exc:
+                if exc.code == 0:  # --help, --version
+                    parsed += 1
+                    break
+                bad = re.search(r"invalid \w+ value: '([A-Z_]+)'", err.getvalue())
+                assert bad, f"{name}: {command}: {err.getvalue().splitlines()[-1]}"
+                words = [("1" if w == bad.group(1) else w) for w in words]
+    assert parsed > 15
+
+
+def test_the_digest_of_every_way_the_docs_price_is_the_way_file_s() -> None:
+    """docs/math.md's table of prices by way, and every line of the docs that gives a way's
+    sha256, name the digest the table journals and `house-way check` prints."""
+    from controller.game.way import load_way, shipped_ways
+
+    ways = {name: load_way(name) for name in shipped_ways()}
+    for extra in (REPO / "tests" / "game" / "ways").glob("*.toml"):
+        ways[extra.name] = load_way(extra)
+    math = _text(REPO / "docs" / "math.md")
+    priced = re.findall(r"^\| `([a-z-]+)` \| `([0-9a-f]+)` \|", math, re.MULTILINE)
+    assert {name for name, _ in priced} == set(shipped_ways())
+    for name, digest in priced:
+        assert digest == ways[name].digest, f"docs/math.md prices {name} as sha256 {digest}"
+    checked = 0
+    for path in DOCS:
+        for line in re.split(r"\n\s*\n", _text(path)):  # a paragraph
+            if not re.search(r"sha-?256", line, re.IGNORECASE):
+                continue
+            named = [w for n, w in ways.items() if re.search(rf"`{re.escape(n)}`|{n}\b", line)]
+            for digest in re.findall(r"\b[0-9a-f]{12,64}\b", line):
+                if named and not digest.isdigit():
+                    assert any(w.digest.startswith(digest) for w in named), (
+                        f"{path.name}: {digest} is not the digest of {[w.name for w in named]}"
+                    )
+                    checked += 1
+    assert checked >= 3
+
+
+#: A measured rate or duration ("490 messages/s", "about 10 s", "80 s").
+_MEASURED = re.compile(
+    r"\b\d[\d,.]* ?(?:messages|msg|rounds|hands|settings)/s\b|\b(?:about|takes|took) \d[\d.]* s\b"
+)
+#: What reproduces a figure: a command a person can run.
+_REPRODUCED = re.compile(
+    r"`(?:\S*/)?(?:paigow-table|pytest|python|make|time) |`tests/\S+\.py|bench/"
+)
+
+
+def test_every_measured_figure_says_how_to_measure_it() -> None:
+    """A rate or a duration in the README or the guides a newcomer reads carries, in its
+    paragraph (or table row), the command that measures it (issue 34)."""
+    problems = []
+    for name in ("README.md", "docs/mqtt.md", "docs/house-way.md", "docs/operations.md"):
+        text = re.sub(r"```.*?```", "", _text(REPO / name), flags=re.S)
+        for paragraph in re.split(r"\n\s*\n|\n(?=\|)", text):
+            figure = _MEASURED.search(paragraph)
+            if figure and not _REPRODUCED.search(paragraph):
+                problems.append(f"{name}: {figure.group(0)!r} in: {paragraph[:120]!r}")
+    assert problems == [], "\n".join(problems)

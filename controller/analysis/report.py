@@ -619,7 +619,7 @@ def ways_section(
         rows.append(
             [
                 f"`{name}`",
-                f"`{way.digest[:12]}`",
+                f"`{way.digest}`",
                 cell(games["optimal"]),
                 cell(games["house-way"]),
                 differs,

@@ -6,18 +6,29 @@ import argparse
 import json
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+from controller.cli.exits import (
+    EXIT_DATAERR,
+    EXIT_FINDING,
+    EXIT_IOERR,
+    EXIT_USAGE,
+    CliError,
+    existing_file,
+    existing_journal,
+    iso_time,
+)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from controller.audit import verify_journal
-    from controller.game.way import WaySyntaxError, load_way
+    from controller.cli.house_way import load_way_or_fail
 
-    try:
-        ways = [load_way(f) for f in args.way or ()]
-    except (OSError, WaySyntaxError) as exc:
-        print(f"audit verify: {exc}", file=sys.stderr)
-        return 2
+    existing_journal(args.journal)
+    ways = [load_way_or_fail(f) for f in args.way or ()]
+    if args.checkpoints is not None and args.checkpoint_key is None:
+        raise CliError(EXIT_USAGE, "--checkpoints needs --checkpoint-key")
     report = verify_journal(args.journal, ways)
     for finding in report.findings:
         print(finding.line(), file=sys.stderr, flush=True)
@@ -33,15 +44,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         verify_checkpoints,
     )
 
-    if args.checkpoint_key is None:
-        print("audit verify: --checkpoints needs --checkpoint-key", file=sys.stderr)
-        return 2
+    key = _key(args.checkpoint_key, read_hex_key)
+    existing_file(args.checkpoints, "checkpoints")
     try:
-        key = read_hex_key(args.checkpoint_key)
         checkpoints = read_checkpoint_lines(args.checkpoints)
-    except (OSError, ValueError) as exc:
-        print(f"audit verify: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:
+        raise CliError(EXIT_DATAERR, f"checkpoints {args.checkpoints}: {exc}") from None
     checked, problems = verify_checkpoints(args.journal, checkpoints, key)
     for row, what in problems:
         print(f"event row {row}: {what}" if row else what, file=sys.stderr, flush=True)
@@ -54,49 +62,83 @@ def _verify_feed(args: argparse.Namespace) -> bool:
     from controller.journal.audit import read_feed, verify_feed
     from controller.journal.checkpoints import read_hex_key
 
+    key = _key(args.checkpoint_key, read_hex_key) if args.checkpoint_key else None
+    existing_file(args.feed, "feed")
     try:
-        key = read_hex_key(args.checkpoint_key) if args.checkpoint_key else None
         with open(args.feed, encoding="utf-8") as lines:
             feed = verify_feed(args.journal, read_feed(list(lines)), key)
-    except (OSError, ValueError) as exc:
-        print(f"audit verify: {exc}", file=sys.stderr)
-        return False
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CliError(EXIT_DATAERR, f"feed {args.feed}: not a copy of the feed: {exc}") from None
     for finding in feed.findings:
         print(finding.line(), file=sys.stderr, flush=True)
     print(feed.summary(args.feed), flush=True)
     return not feed.findings
 
 
+def _key(path: str, read: Callable[[str], bytes]) -> bytes:
+    """A hex key file: 66/74 if it cannot be read, 65 if it is not a key."""
+    existing_file(path, "key file")
+    try:
+        return read(path)
+    except ValueError as exc:
+        raise CliError(EXIT_DATAERR, f"key file {path}: {exc}") from None
+
+
 def cmd_recall(args: argparse.Namespace) -> int:
     from controller.journal.audit import recall_rounds, recall_text
 
+    existing_journal(args.journal)
     rounds = recall_rounds(
         args.journal, last=args.last, round_id=args.round, since=args.since, until=args.until
     )
+    if not rounds:
+        print(f"audit recall: {_nothing_matched(args)}", file=sys.stderr, flush=True)
+        return EXIT_FINDING
     if args.json:
         for r in rounds:
             print(json.dumps(r, ensure_ascii=False), flush=True)
     else:
         for line in recall_text(rounds):
             print(line, flush=True)
-    return 0 if rounds else 1
+    return 0
+
+
+def _nothing_matched(args: argparse.Namespace) -> str:
+    """What was asked and what the journal holds, in one line."""
+    import contextlib
+    from urllib.parse import quote
+
+    uri = f"file:{quote(args.journal)}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10.0)) as conn:
+        count, first, last = conn.execute(
+            "SELECT count(*), min(opened_at), max(opened_at) FROM rounds"
+        ).fetchone()
+    if args.round is not None:
+        asked = f"no round {args.round!r}"
+    elif args.since is not None or args.until is not None:
+        asked = "no round opened" + (f" at or after {args.since}" if args.since else "")
+        asked += f" before {args.until}" if args.until else ""
+    else:
+        asked = "no rounds"
+    holds = f"it holds {count} rounds, opened {first} to {last}" if count else "it holds none"
+    return f"{asked} in {args.journal}: {holds}"
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from controller.journal.maintenance import export_rounds
 
+    existing_journal(args.journal)
     key = None
-    try:
-        if args.key_file:
-            from controller.journal.checkpoints import read_hex_key
+    if args.key_file:
+        from controller.journal.checkpoints import read_hex_key
 
-            key = read_hex_key(args.key_file)
+        key = _key(args.key_file, read_hex_key)
+    try:
         rounds, events = export_rounds(
             args.journal, args.out, since=args.since, until=args.until, key=key
         )
-    except (OSError, ValueError, sqlite3.Error) as exc:
-        print(f"audit export: {exc}", file=sys.stderr, flush=True)
-        return 2
+    except (OSError, sqlite3.Error) as exc:
+        raise CliError(EXIT_IOERR, f"{args.out}: {exc}") from None
     signed = "signed" if key is not None else "unsigned"
     print(f"{args.out}: {rounds} rounds and {events} events, {signed}", flush=True)
     return 0
@@ -234,8 +276,10 @@ def _register_audit(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     which = r.add_mutually_exclusive_group()
     which.add_argument("--last", type=int, default=10, help="the last N rounds (default 10)")
     which.add_argument("--round", help="one round, by its id")
-    which.add_argument("--since", help="rounds opened at or after this ISO time")
-    r.add_argument("--until", help="… and before this ISO time")
+    which.add_argument(
+        "--since", type=iso_time, help="rounds opened at or after this ISO time (UTC by default)"
+    )
+    r.add_argument("--until", type=iso_time, help="… and before this ISO time")
     r.add_argument("--json", action="store_true", help="one JSON object a round")
     r.set_defaults(func=cmd_recall)
     e = actions.add_parser(
@@ -243,8 +287,10 @@ def _register_audit(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a time range as a signed, self-verifying archive (journal verify-archive checks it)",
     )
     e.add_argument("--journal", required=True)
-    e.add_argument("--since", required=True, help="rounds opened at or after this ISO time")
-    e.add_argument("--until", help="… and before this ISO time")
+    e.add_argument(
+        "--since", type=iso_time, required=True, help="rounds opened at or after this ISO time"
+    )
+    e.add_argument("--until", type=iso_time, help="… and before this ISO time")
     e.add_argument("--out", required=True, help="the file to write (.jsonl.gz)")
     e.add_argument("--key-file", help="sign it: an HMAC key (hex, at least 32 bytes)")
     e.set_defaults(func=cmd_export)

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
 
+from controller.cli.exits import EXIT_DATAERR, EXIT_IOERR, EXIT_NOINPUT, CliError
 from controller.game.cards import CardError, card_texts, parse_cards
 from controller.game.house_way import HouseWayError, house_way
 from controller.game.house_way_cache import Setter
@@ -277,11 +278,22 @@ def house_way_stdin(rules: Rules, way: Way | None = None) -> int:
             return 1 if failed else 0
 
 
-def _load(text: str) -> Way:
+def load_way_or_fail(text: str) -> Way:
+    """A shipped way or a way file; a :class:`CliError` if it cannot be: 66 no such way,
+    74 unreadable, 65 not a way file (its line named)."""
     try:
         return load_way(text)
-    except (OSError, WaySyntaxError) as exc:
-        raise SystemExit(f"paigow-table house-way: {exc}") from None
+    except FileNotFoundError as exc:
+        raise CliError(EXIT_NOINPUT, str(exc)) from None
+    except IsADirectoryError:
+        raise CliError(EXIT_NOINPUT, f"{text}: is a directory, not a way file") from None
+    except OSError as exc:
+        raise CliError(EXIT_IOERR, f"{text}: cannot be read: {exc.strerror or exc}") from None
+    except WaySyntaxError as exc:
+        raise CliError(EXIT_DATAERR, str(exc)) from None
+
+
+_load = load_way_or_fail
 
 
 def _progress(label: str) -> object:
@@ -290,14 +302,11 @@ def _progress(label: str) -> object:
     return Progress(label)
 
 
-def cmd_check(args: argparse.Namespace, files: Sequence[str]) -> int:
+def cmd_check(args: argparse.Namespace) -> int:
     """``house-way check FILE``: parse (errors name the line), then prove over every hand."""
     from controller.game.way.check import check_way
 
-    if len(files) != 1:
-        print("paigow-table house-way: usage: house-way check FILE|NAME", file=sys.stderr)
-        return 2
-    way = _load(files[0])
+    way = _load(args.file)
     report = check_way(
         way,
         _rules_from(args),
@@ -309,7 +318,7 @@ def cmd_check(args: argparse.Namespace, files: Sequence[str]) -> int:
         # The record a table needs before it deals this way (controller/game/way/proof.py).
         from controller.game.way.proof import write_proof
 
-        proof = write_proof(files[0], way, report.hands, report.seconds)
+        proof = write_proof(args.file, way, report.hands, report.seconds)
     if args.json:
         print(
             json.dumps(
@@ -322,6 +331,7 @@ def cmd_check(args: argparse.Namespace, files: Sequence[str]) -> int:
         f"Hands    {report.hands:,} of 154,143,080, in {report.classes:,} exact classes, "
         f"{report.seconds:.1f} s"
     )
+    _print_rules(report.by_rule, report.hands)
     for f in report.failures:
         print(f"FAIL     {f.kind}: {f.detail}: {f.hands:,} hands, e.g. {f.example}")
     for rid in report.never_used:
@@ -342,14 +352,19 @@ def cmd_check(args: argparse.Namespace, files: Sequence[str]) -> int:
     return 0 if report.passed else 1
 
 
-def cmd_diff(args: argparse.Namespace, names: Sequence[str]) -> int:
+def _print_rules(by_rule: dict[str, int], hands: int) -> None:
+    """The hands each rule sets, in the way's order (docs/house-way.md)."""
+    width = max((len(r) for r in by_rule), default=4)
+    for rid, count in by_rule.items():
+        share = count / hands if hands else 0.0
+        print(f"Rule     {rid:<{width}} {count:>13,} hands  {share:>8.4%}")
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
     """``house-way diff A B``: the exact share of hands the two set differently, by rule pair."""
     from controller.game.way.diff import diff_ways
 
-    if len(names) != 2:
-        print("paigow-table house-way: usage: house-way diff A B", file=sys.stderr)
-        return 2
-    a, b = _load(names[0]), _load(names[1])
+    a, b = _load(args.a), _load(args.b)
     report = diff_ways(
         a,
         b,
@@ -379,10 +394,6 @@ def cmd_diff(args: argparse.Namespace, names: Sequence[str]) -> int:
 
 def cmd_house_way(args: argparse.Namespace) -> int:
     rules = _rules_from(args)
-    if args.cards and args.cards[0] == "check":
-        return cmd_check(args, args.cards[1:])
-    if args.cards and args.cards[0] == "diff":
-        return cmd_diff(args, args.cards[1:])
     way = _load(args.way) if args.way else None
     if not args.cards:
         return house_way_stdin(rules, way)
@@ -403,18 +414,90 @@ def cmd_house_way(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "house-way",
-        help="set seven cards by the House Way; check or compare way files",
-        description=(
-            "Set seven cards by the House Way (docs/rules.md §7, or --way). With cards: print "
-            "the setting. Without: read hands from stdin, one per line, and write one JSON line "
-            "per hand. 'house-way check FILE' proves a way file over all 154,143,080 hands "
-            "(one rule for each, no foul); 'house-way diff A B' gives the exact share of hands "
-            "two ways set differently, by rule pair (docs/house-way.md)."
-        ),
+class _HouseWayParser(argparse.ArgumentParser):
+    """``house-way``: seven cards (or none, for a stream), or the verbs ``check FILE`` and
+    ``diff A B``, each its own parser, so its options go anywhere and ``--help`` is its own."""
+
+    verbs: dict[str, argparse.ArgumentParser]
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        words = list(sys.argv[1:] if args is None else args)
+        at = _first_word(words)
+        verb = getattr(self, "verbs", {}).get(words[at]) if at is not None else None
+        if verb is not None and at is not None:
+            parsed: tuple[argparse.Namespace, list[str]]
+            parsed = verb.parse_known_args(words[:at] + words[at + 1 :], namespace)
+            return parsed
+        parsed = super().parse_known_args(words, namespace)
+        return parsed
+
+
+def _first_word(words: Sequence[str]) -> int | None:
+    """Where the first word that is not an option (nor --way's value) is."""
+    skip = False
+    for at, word in enumerate(words):
+        if skip:
+            skip = False
+        elif word == "--way":
+            skip = True
+        elif not word.startswith("-"):
+            return at
+    return None
+
+
+def _verb_options(p: argparse.ArgumentParser, json_help: str) -> None:
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument("--workers", type=int, default=None, help="processes (default 2)")
+
+
+def _verbs(prog: str) -> dict[str, argparse.ArgumentParser]:
+    from controller.cli.exits import EXIT_STATUSES
+
+    check = argparse.ArgumentParser(
+        prog=f"{prog} check",
+        epilog=EXIT_STATUSES,
+        description="Prove a way file (or a shipped way) over all 154,143,080 hands: exactly "
+        "one rule sets each, none fouls; print the hands each rule sets. Writes a proof beside "
+        "a way file that passes (docs/house-way.md). Exit 1 if it fails.",
     )
+    check.add_argument("file", metavar="FILE|NAME", help="a way file, or a shipped way's name")
+    _verb_options(check, "print one JSON object (hands_by_rule, failures, …)")
+    check.set_defaults(func=cmd_check, command="house-way", action="check")
+    diff = argparse.ArgumentParser(
+        prog=f"{prog} diff",
+        epilog=EXIT_STATUSES,
+        description="The exact share of all 154,143,080 hands two ways set differently, by "
+        "rule pair, with an example of each (docs/house-way.md).",
+    )
+    diff.add_argument("a", metavar="A", help="a way file or a shipped way's name")
+    diff.add_argument("b", metavar="B", help="the other")
+    _verb_options(diff, "print one JSON object")
+    diff.set_defaults(func=cmd_diff, command="house-way", action="diff")
+    return {"check": check, "diff": diff}
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    saved = sub._parser_class
+    sub._parser_class = _HouseWayParser
+    try:
+        p = sub.add_parser(
+            "house-way",
+            help="set seven cards by the House Way; check or compare way files",
+            description=(
+                "Set seven cards by the House Way (docs/rules.md §7, or --way). With cards: "
+                "print the setting. Without: read hands from stdin, one per line, and write one "
+                "JSON line per hand. 'house-way check FILE' proves a way file over all "
+                "154,143,080 hands (one rule for each, no foul); 'house-way diff A B' gives the "
+                "exact share of hands two ways set differently, by rule pair (each has its own "
+                "--help; docs/house-way.md)."
+            ),
+        )
+    finally:
+        sub._parser_class = saved
+    assert isinstance(p, _HouseWayParser)
+    p.verbs = _verbs(p.prog)
     p.add_argument(
         "cards",
         nargs="*",
@@ -426,7 +509,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a shipped way (dealer-open, the default; classic) or a way file",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument(
-        "--workers", type=int, default=None, help="processes for check and diff (default 2)"
-    )
     p.set_defaults(func=cmd_house_way)

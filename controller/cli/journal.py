@@ -7,6 +7,13 @@ import argparse
 import sqlite3
 import sys
 
+from controller.cli.exits import (
+    EXIT_IOERR,
+    CliError,
+    existing_file,
+    existing_journal,
+)
+
 
 def cmd_check(args: argparse.Namespace) -> int:
     from controller.journal.maintenance import check_journal
@@ -25,6 +32,7 @@ def cmd_salvage(args: argparse.Namespace) -> int:
         salvage_journal,
     )
 
+    existing_file(args.journal, "journal")  # a damaged one is what salvage is for
     try:
         report = salvage_journal(args.journal, args.out, progress=print_progress())
     except JournalError as exc:
@@ -44,6 +52,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
     from controller.journal import Journal
     from controller.journal.maintenance import archive_rounds
 
+    existing_journal(args.journal)  # a typo must not create an empty journal
     directory = Path(args.to) if args.to else Path(args.journal).parent / "archive"
     before = datetime.now(UTC) - timedelta(days=args.older_than_days)
     with Journal.open(args.journal, args.table_id) as journal:
@@ -87,12 +96,14 @@ def cmd_backup(args: argparse.Namespace) -> int:
     from controller.audit import RulesReplay
     from controller.journal.maintenance import backup_journal
 
+    existing_journal(args.journal)
     try:
         report = backup_journal(args.journal, args.to, keep=args.keep, replay=RulesReplay())
     except (OSError, sqlite3.Error) as exc:
-        print(f"journal backup: {exc}", file=sys.stderr, flush=True)
-        return 1
-    print(f"{report.path}: {report.detail}", file=sys.stdout if report.ok else sys.stderr)
+        raise CliError(EXIT_IOERR, f"cannot copy {args.journal} into {args.to}: {exc}") from None
+    # The copy was checked under its temporary name; the line names the file that is kept.
+    detail = report.detail.replace(f"{report.path}.part", str(report.path))
+    print(f"{report.path}: {detail}", file=sys.stdout if report.ok else sys.stderr)
     for old in report.removed:
         print(f"removed {old} (keeping the newest {args.keep})", flush=True)
     return 0 if report.ok else 1

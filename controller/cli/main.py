@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Sequence
 
 from controller.cli import house_way, table
+from controller.cli.exits import (
+    EXIT_DATAERR,
+    EXIT_IOERR,
+    EXIT_NOINPUT,
+    EXIT_STATUSES,
+    CliError,
+)
 
 
 class _Version(argparse.Action):
@@ -28,7 +36,8 @@ def build_parser(
     ] = (),
 ) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="paigow-table", description="Dealer Open Pai Gow table controller"
+        prog="paigow-table",
+        description="Dealer Open Pai Gow table controller",
     )
     parser.add_argument("--version", action=_Version)
     parser.add_argument(
@@ -41,7 +50,17 @@ def build_parser(
     house_way.register(sub)
     for register in registrars:
         register(sub)
+    _every_help_says_the_statuses(parser)
     return parser
+
+
+def _every_help_says_the_statuses(parser: argparse.ArgumentParser) -> None:
+    """Each command's --help ends with the exit statuses, unless it says its own."""
+    parser.epilog = parser.epilog or EXIT_STATUSES
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in set(action.choices.values()):
+                _every_help_says_the_statuses(child)
 
 
 def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
@@ -65,10 +84,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.dont_write_bytecode = True
     parser = build_parser(_registrars())
     args = parser.parse_args(argv)
+    name = " ".join(
+        str(getattr(args, a)) for a in ("command", "action", "pit_command") if hasattr(args, a)
+    )
     try:
         code: int = args.func(args)
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
         return 130
+    except CliError as exc:
+        return _refuse(name, str(exc), exc.code)
+    except FileNotFoundError as exc:  # a path no command checked first: still one line
+        return _refuse(name, f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_NOINPUT)
+    except PermissionError as exc:
+        return _refuse(name, f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_IOERR)
+    except sqlite3.DatabaseError as exc:
+        return _refuse(name, f"not a table's journal, or a damaged one: {exc}", EXIT_DATAERR)
+    return code
+
+
+def _refuse(name: str, message: str, code: int) -> int:
+    """One line on stderr, no traceback, and the status that says why (controller/cli/exits)."""
+    print(f"paigow-table {name}: {message}", file=sys.stderr, flush=True)
     return code

@@ -25,6 +25,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     import asyncio
 
+    from controller.cli.exits import port_free
+
+    port_free(args.http_port, "--http-port")  # one line now, not a traceback after 10 s
     if args.tables is not None:  # a pit of N tables: real daemons and the pit (pit/demo.py)
         from pit.demo import run_demo as run_pit_demo
 

@@ -7,6 +7,7 @@ one two-pair rule."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -144,6 +145,10 @@ def test_a_way_file_that_passes_gets_its_proof_and_its_table(tmp_path, monkeypat
     assert main(["house-way", "check", str(path)]) == 0
     out = capsys.readouterr().out
     assert "PASSED" in out and f"Proof    {proof_path(path)}" in out
+    # The hands each rule sets, as docs/house-way.md promises, summing to every hand.
+    counts = re.findall(r"^Rule +(\S+) +([\d,]+) hands ", out, re.MULTILINE)
+    assert ("CL-1P", "64,221,960") in counts
+    assert sum(int(n.replace(",", "")) for _, n in counts) == ALL_HANDS
     assert proof_problem(way, path) is None
     assert len(way.pattern_table().index) == 67_600  # from the user's cache, by digest
     hand = example_cards("Kc Kd 5c 5d Qh 3h 2s")
@@ -159,10 +164,9 @@ def test_a_foul_is_found_with_a_hand() -> None:
     assert detail.startswith("rule 1P: the front it sets beats the back") and hands == 64_221_960
 
 
-def test_check_from_the_command_line_names_the_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_check_from_the_command_line_names_the_line(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "bad.toml"
     bad.write_text(FILED.replace('front = "the low pair"', 'front = "the lowest pair"', 1))
-    with pytest.raises(SystemExit) as info:
-        main(["house-way", "check", str(bad)])
-    message = str(info.value.code)
+    assert main(["house-way", "check", str(bad)]) == 65  # not a way file: not a finding
+    message = capsys.readouterr().err
     assert f"{bad}:132: " in message and "expected front = one of" in message
