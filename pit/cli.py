@@ -192,7 +192,11 @@ def cmd_verify_report(args: argparse.Namespace) -> int:
     if config.shift.report_key_file is None:
         print("pit verify-report: set [shift] report_key_file", file=sys.stderr)
         return 78
-    body = json.loads(Path(args.report).read_text(encoding="utf-8"))
+    try:
+        body = json.loads(Path(args.report).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # not JSON, not UTF-8, no file: a line, not a traceback
+        print(f"pit verify-report: {args.report}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     ok = shift.verify_report(read_hex_key(config.shift.report_key_file), body)
     print("report signature ok" if ok else "report signature WRONG: altered or another key")
     return 0 if ok else 1
