@@ -870,6 +870,32 @@ class Store:
             ).rowcount
         return bool(done)
 
+    def session_add(self, id_hash: str, tag: str, now: float, expires: float) -> None:
+        with self.transaction():
+            self.x(
+                "INSERT INTO web_sessions (id_hash, token_tag, created_at, expires_at) "
+                "VALUES (?, ?, ?, ?)",
+                (id_hash, tag, now, expires),
+            )
+
+    def session_expires(self, id_hash: str, tag: str, now: float) -> float | None:
+        """When a live session (not revoked, not expired, made under ``tag``) ends, or None."""
+        row = self.one(
+            "SELECT expires_at FROM web_sessions WHERE id_hash = ? AND token_tag = ? "
+            "AND revoked_at IS NULL AND expires_at > ?",
+            (id_hash, tag, now),
+        )
+        return float(row[0]) if row is not None else None
+
+    def session_revoke(self, id_hash: str, now: float) -> bool:
+        with self.transaction():
+            done = self.x(
+                "UPDATE web_sessions SET revoked_at = ? WHERE id_hash = ? AND revoked_at IS NULL",
+                (now, id_hash),
+            ).rowcount
+            self.x("DELETE FROM web_sessions WHERE expires_at < ?", (now - 86_400,))
+        return bool(done)
+
     def note_command(self, request_id: str, table_id: str, kind: str, by: str, body: str) -> None:
         with self.transaction():
             self.x(
