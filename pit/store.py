@@ -957,49 +957,8 @@ class Store:
             record.setdefault(tid, []).append(
                 {"id": rid, "kind": kind, "detail": detail, "raised_at": raised}
             )
-        tiles = []
-        for (
-            tid,
-            prefix,
-            status,
-            last_round,
-            protection,
-            first,
-            high,
-            ev,
-            made,
-            heard,
-            silent,
-        ) in rows:
-            st = json.loads(status) if status else None
-            sp = (st or {}).get("payload") or {}
-            tiles.append(
-                {
-                    "table_id": tid,
-                    "prefix": prefix,
-                    "state": "silent" if silent is not None else _state(sp),
-                    "last_heard": heard,
-                    "silent_since": silent,
-                    "rejected_last_hour": rejected.get(tid, 0),
-                    "table_open": bool(sp.get("table_open")),
-                    "round_in_progress": sp.get("round_id"),
-                    "dealer_id": sp.get("dealer_id"),
-                    "devices": sp.get("devices") or {},
-                    "fault": sp.get("fault"),
-                    "alarms": sp.get("alarms_unacknowledged") or [],
-                    "alarms_total": sp.get("alarms_unacknowledged_total") or 0,
-                    "last_round": json.loads(last_round) if last_round else None,
-                    "protection": json.loads(protection) if protection else None,
-                    "rounds_last_hour": per_hour.get(tid, 0),
-                    "first_seq": first,
-                    "high_seq": high,
-                    "open_gaps": gaps.get(tid, 0),
-                    "record_alarms": record.get(tid, []),
-                    "chain": {"event_id": ev, "made_at": made},
-                    "status_time": (st or {}).get("time"),
-                }
-            )
-        return tiles
+        counts = {"per_hour": per_hour, "gaps": gaps, "rejected": rejected}
+        return [_tile(row, counts, record) for row in rows]
 
     def _grouped(
         self, sql: str, arg: Any, table_ids: Sequence[str] | None, by: str = "table_id"
@@ -1164,6 +1123,39 @@ class Store:
             )
         row = self.one("SELECT pg_database_size(current_database())")
         return int(row[0]) if row else 0
+
+
+def _tile(
+    row: tuple[Any, ...], counts: Mapping[str, Mapping[str, int]], record: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One table's tile from its ``tables`` row and the counts read for all tiles."""
+    tid, prefix, status, last_round, protection, first, high, ev, made, heard, silent = row
+    st = json.loads(status) if status else None
+    sp = (st or {}).get("payload") or {}
+    return {
+        "table_id": tid,
+        "prefix": prefix,
+        "state": "silent" if silent is not None else _state(sp),
+        "last_heard": heard,
+        "silent_since": silent,
+        "rejected_last_hour": counts["rejected"].get(tid, 0),
+        "table_open": bool(sp.get("table_open")),
+        "round_in_progress": sp.get("round_id"),
+        "dealer_id": sp.get("dealer_id"),
+        "devices": sp.get("devices") or {},
+        "fault": sp.get("fault"),
+        "alarms": sp.get("alarms_unacknowledged") or [],
+        "alarms_total": sp.get("alarms_unacknowledged_total") or 0,
+        "last_round": json.loads(last_round) if last_round else None,
+        "protection": json.loads(protection) if protection else None,
+        "rounds_last_hour": counts["per_hour"].get(tid, 0),
+        "first_seq": first,
+        "high_seq": high,
+        "open_gaps": counts["gaps"].get(tid, 0),
+        "record_alarms": record.get(tid, []),
+        "chain": {"event_id": ev, "made_at": made},
+        "status_time": (st or {}).get("time"),
+    }
 
 
 def _state(status: Mapping[str, Any]) -> str:

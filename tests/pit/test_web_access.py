@@ -152,20 +152,24 @@ async def test_a_forged_acknowledge_is_refused_and_a_badge_and_pin_acknowledge(
         replay = aiohttp.ClientSession(cookies={"pit_session": cookie})
         async with replay, replay.get(f"{url}/api/floor") as r:
             assert r.status == 401
-        # Guessing PINs locks the source out (the table's policy: 5 tries).
-        async with aiohttp.ClientSession() as guesser:
-            auth = {"Authorization": f"Bearer {token}"}
-            codes = []
-            for guess in range(7):
-                guessed = forged | {"badge": "S100", "pin": f"{guess:06d}"}
-                async with guesser.post(f"{url}/api/acknowledge", json=guessed, headers=auth) as r:
-                    codes.append((r.status, (await r.json())["error"]))
-            assert all(c == 403 for c, _ in codes) and "too many" in codes[-1][1]
+        await _guess_pins(url, token, forged)
     store = store_factory(config)()
     try:
         assert store.all("SELECT by_name FROM commands") == [("S100",)]
     finally:
         store.close()
+
+
+async def _guess_pins(url: str, token: str, forged: dict[str, str]) -> None:
+    """Guessing PINs locks the source out (the table's policy: 5 tries)."""
+    async with aiohttp.ClientSession() as guesser:
+        auth = {"Authorization": f"Bearer {token}"}
+        codes = []
+        for guess in range(7):
+            guessed = forged | {"badge": "S100", "pin": f"{guess:06d}"}
+            async with guesser.post(f"{url}/api/acknowledge", json=guessed, headers=auth) as r:
+                codes.append((r.status, (await r.json())["error"]))
+        assert all(c == 403 for c, _ in codes) and "too many" in codes[-1][1]
 
 
 async def test_event_streams_are_capped(broker: Mosquitto, db_url: str, tmp_path: Path) -> None:
@@ -237,6 +241,23 @@ async def test_the_session_cookie_is_secure_over_tls(
             assert morsel["secure"] and morsel["httponly"] and morsel["samesite"] == "Strict"
 
 
+def _evil(target: str, body: str) -> web.Application:
+    """Another origin's page that posts ``body`` to ``target`` as text/plain, no-cors."""
+    evil = web.Application()
+
+    async def page(request: web.Request) -> web.Response:
+        script = (
+            f"fetch({json.dumps(target)}, {{method: 'POST', mode: 'no-cors', credentials: "
+            f"'include', headers: {{'Content-Type': 'text/plain'}}, body: {json.dumps(body)}}})"
+            ".finally(() => { document.title = 'sent'; });"
+        )
+        return web.Response(text=f"<html><body><script>{script}</script></body></html>",
+                            content_type="text/html")  # fmt: skip
+
+    evil.router.add_get("/", page)
+    return evil
+
+
 async def test_in_chromium_a_cross_site_page_cannot_acknowledge_nor_rebind(
     broker: Mosquitto, db_url: str, tmp_path: Path
 ) -> None:
@@ -249,19 +270,7 @@ async def test_in_chromium_a_cross_site_page_cannot_acknowledge_nor_rebind(
     pit = PitWeb(config, store_factory(config))
     forged = json.dumps({"table_id": "PG-01", "alarm_id": alarm_id, "by": "S100",
                          "badge": "S100", "pin": PIN})  # fmt: skip
-    evil = web.Application()
-
-    async def page(request: web.Request) -> web.Response:
-        script = (
-            f"fetch({json.dumps(pit.url + '/api/acknowledge')}, {{method: 'POST', mode: "
-            f"'no-cors', credentials: 'include', headers: {{'Content-Type': 'text/plain'}}, "
-            f"body: {json.dumps(forged)}}}).finally(() => {{ document.title = 'sent'; }});"
-        )
-        return web.Response(text=f"<html><body><script>{script}</script></body></html>",
-                            content_type="text/html")  # fmt: skip
-
-    evil.router.add_get("/", page)
-    runner = web.AppRunner(evil)
+    runner = web.AppRunner(_evil(pit.url + "/api/acknowledge", forged))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
