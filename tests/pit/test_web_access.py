@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import secrets
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -241,13 +241,13 @@ async def test_the_session_cookie_is_secure_over_tls(
             assert morsel["secure"] and morsel["httponly"] and morsel["samesite"] == "Strict"
 
 
-def _evil(target: str, body: str) -> web.Application:
-    """Another origin's page that posts ``body`` to ``target`` as text/plain, no-cors."""
+def _evil(target: Callable[[], str], body: str) -> web.Application:
+    """Another origin's page that posts ``body`` to ``target()`` as text/plain, no-cors."""
     evil = web.Application()
 
     async def page(request: web.Request) -> web.Response:
         script = (
-            f"fetch({json.dumps(target)}, {{method: 'POST', mode: 'no-cors', credentials: "
+            f"fetch({json.dumps(target())}, {{method: 'POST', mode: 'no-cors', credentials: "
             f"'include', headers: {{'Content-Type': 'text/plain'}}, body: {json.dumps(body)}}})"
             ".finally(() => { document.title = 'sent'; });"
         )
@@ -270,7 +270,7 @@ async def test_in_chromium_a_cross_site_page_cannot_acknowledge_nor_rebind(
     pit = PitWeb(config, store_factory(config))
     forged = json.dumps({"table_id": "PG-01", "alarm_id": alarm_id, "by": "S100",
                          "badge": "S100", "pin": PIN})  # fmt: skip
-    runner = web.AppRunner(_evil(pit.url + "/api/acknowledge", forged))
+    runner = web.AppRunner(_evil(lambda: pit.url + "/api/acknowledge", forged))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
