@@ -63,6 +63,10 @@ REJECT_TOPIC = 300
 _STRING = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\Z)', re.S)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
+# What in a JSON text can become a value the walk refuses: 16+ digits (an integer beyond 2^53),
+# a 3-digit exponent (infinity), a NUL or surrogate escape (a raw NUL or control character is
+# not JSON, and strict UTF-8 has no surrogates). A text without any is not walked.
+_SUSPECT = re.compile(r"\d{16,}|[eE][+-]?\d{3,}|\\u0000|\\u[dD][89a-fA-F]")
 
 
 class Refused(Exception):
@@ -137,7 +141,7 @@ def parse(payload: bytes, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DE
         data = json.loads(text, parse_constant=_no_constant)
     except (ValueError, RecursionError):
         raise Refused("not JSON") from None
-    problem = value_problem(data, "")
+    problem = value_problem(data, "") if _SUSPECT.search(text) else None
     if problem is not None:
         raise Refused(problem)
     return data

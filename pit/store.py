@@ -131,6 +131,8 @@ class Outcome:
     sent: dict[str, str] = field(default_factory=dict)
     #: each reject: the table its topic names and the reason (both escaped)
     rejects: list[tuple[str, str]] = field(default_factory=list)
+    #: per table, when the pit last heard it in this batch (its own clock)
+    heard: dict[str, float] = field(default_factory=dict)
 
     def merge(self, other: Outcome) -> None:
         """Add what ``other`` (one message's outcome) did."""
@@ -145,6 +147,8 @@ class Outcome:
         for table, when in other.sent.items():
             self.sent[table] = max(self.sent.get(table, ""), when)
         self.rejects += other.rejects
+        for table, at in other.heard.items():
+            self.heard[table] = max(self.heard.get(table, 0.0), at)
 
 
 class Shifts:
@@ -301,6 +305,11 @@ class Store:
             with self.transaction():
                 for item in batch:
                     self._judged(item, out)
+                for table_id, at in out.heard.items():  # once a table a batch, not a message
+                    self.x(
+                        "UPDATE tables SET last_heard = ?, silent_since = NULL WHERE table_id = ?",
+                        (at, table_id),
+                    )
                 self._reject_bursts(out, batch[-1].received_at if batch else time.time())
         except BaseException:
             self._known = known  # rows made in the rolled-back transaction are gone
@@ -468,10 +477,7 @@ class Store:
         """A stored message: the table was heard; its seq kept; its state and projections
         follow unless its claimed time is implausible (then a record alarm, not its state)."""
         now = item.received_at
-        self.x(
-            "UPDATE tables SET last_heard = ?, silent_since = NULL WHERE table_id = ?",
-            (now, msg.table_id),
-        )
+        out.heard[msg.table_id] = now
         implausible = self._time_problem(msg, now)
         if implausible is not None:
             self._record_alarm(msg.table_id, "time_implausible", implausible, now, out)
