@@ -394,7 +394,7 @@ class Store:
         prefix = item.topic[: len(item.topic) - len(kind)] if kind else item.topic
         row = self._table_row(msg.table_id, prefix, item.received_at)
         try:
-            self._refuse_claims(msg, row)
+            self._refuse_claims(msg, row, retained=item.retained)
         except Refused as exc:
             self._reject(item, exc.reason, out)
             if exc.kind is not None:
@@ -422,13 +422,15 @@ class Store:
         assert row is not None
         return TableRow(*row)
 
-    def _refuse_claims(self, msg: Message, row: TableRow) -> None:
+    def _refuse_claims(self, msg: Message, row: TableRow, *, retained: bool) -> None:
         """:class:`Refused` (with a record alarm's kind) for a message that names another
-        table's round or alarm, or whose seq or round number jumps beyond every bound."""
+        table's round or alarm, or whose seq or round number jumps beyond every bound (an old
+        retained device state or a replay may lie far below: neither extends the copy)."""
         bound = self.limits.max_seq_jump
         if row.high_seq is not None and msg.seq > row.high_seq + bound:
             raise Refused(f"seq {msg.seq} after {row.high_seq}: a jump beyond {bound}", "seq_jump")
-        if row.first_seq is not None and msg.seq < row.first_seq - bound and not msg.replayed:
+        old = retained or msg.replayed
+        if row.first_seq is not None and msg.seq < row.first_seq - bound and not old:
             raise Refused(f"seq {msg.seq} before {row.first_seq}: beyond {bound}", "seq_jump")
         p = msg.payload
         high = row.round_high

@@ -200,3 +200,19 @@ def test_a_burst_of_rejects_is_a_record_alarm(db_url: str) -> None:
     assert [a["kind"] for a in outcome.alarms] == ["reject_burst"]
     assert store.tiles(["PG-04"])[0]["rejected_last_hour"] == 25
     store.close()
+
+
+def test_an_old_retained_state_far_below_the_copy_is_no_jump(db_url: str) -> None:
+    """A pit that meets a table late: its retained device states (seq 3) arrive before and again
+    after (MQTT 3.1.1 resends them on every subscribe) live seq 200,001: neither is refused."""
+    store = _store(db_url)
+    table = SimTable("PG-03", key=KEY)
+    now = datetime.now(UTC)
+    retained = [Incoming(t, wire(b), True, time.time()) for t, b in table.devices(now)]  # seqs 1, 2
+    table.seq = 200_000
+    store.ingest(retained)
+    store.ingest(_incoming(table.next_round(now)))
+    outcome = store.ingest(retained)
+    assert outcome.rejected == 0 and outcome.alarms == [] and outcome.duplicates == len(retained)
+    assert store.tiles(["PG-03"])[0]["first_seq"] == 200_001
+    store.close()
