@@ -216,3 +216,23 @@ def test_an_old_retained_state_far_below_the_copy_is_no_jump(db_url: str) -> Non
     assert outcome.rejected == 0 and outcome.alarms == [] and outcome.duplicates == len(retained)
     assert store.tiles(["PG-03"])[0]["first_seq"] == 200_001
     store.close()
+
+
+def test_what_the_database_refuses_of_one_message_is_its_reject_alone(db_url: str) -> None:
+    """Past every check, a message the database still refuses (here a NUL in the topic, which
+    PostgreSQL's text cannot hold) rolls back to its own savepoint: it is a reject, the table
+    row it made is gone with it, and the rest of the batch is stored."""
+    store = _store(db_url)
+    table = SimTable("PG-09", key=KEY)
+    now = datetime.now(UTC)
+    topic, first = table.next_round(now)[0]
+    rest = _incoming(table.next_round(now))
+    odd = Incoming(topic + "\x00", wire(first), False, time.time())
+    outcome = store.ingest([odd, *rest])
+    assert outcome.stored == len(rest) + (1 if store.kind == "sqlite" else 0)
+    if store.kind == "postgresql":
+        assert outcome.rejected == 1
+        reason = store.all("SELECT reason, topic FROM rejects")[0]
+        assert "refused by the database" in reason[0] and "\x00" not in reason[1]
+    assert store.table_ids() == ["PG-09"]
+    store.close()
