@@ -480,7 +480,7 @@ class Store:
         follow unless its claimed time is implausible (then a record alarm, not its state)."""
         now = item.received_at
         out.heard[msg.table_id] = now
-        implausible = self._time_problem(msg, now)
+        implausible = self._time_problem(msg, now, old_ok=item.retained or _is_will(msg))
         if implausible is not None:
             self._record_alarm(msg.table_id, "time_implausible", implausible, now, out)
         else:
@@ -494,15 +494,17 @@ class Store:
         if implausible is None:
             self._project(msg, row, now, out)
 
-    def _time_problem(self, msg: Message, now: float) -> str | None:
+    def _time_problem(self, msg: Message, now: float, *, old_ok: bool) -> str | None:
         """Why the message's claimed time cannot be true on arrival, or None: ahead of the
         pit's clock by more than the tolerance, or older than anything the broker could have
-        kept for the pit (not a replay); a round closed after its own message."""
+        kept for the pit (not a replay; ``old_ok``: a retained copy or a last will, built when
+        the table connected, may be as old as that connection); a round closed after its own
+        message."""
         tolerance = self.limits.clock_tolerance
         claimed = msg.time.timestamp()
         if claimed > now + tolerance:
             return f"claims {msg.data['time'][:40]}, {claimed - now:.0f} s after its arrival"
-        if not msg.replayed and claimed < now - self.limits.max_age:
+        if not (msg.replayed or old_ok) and claimed < now - self.limits.max_age:
             return f"claims {msg.data['time'][:40]}, {now - claimed:.0f} s before its arrival"
         p = msg.payload
         if isinstance(p, RoundPayload) and p.closed_at.timestamp() > claimed + tolerance:
@@ -1164,6 +1166,11 @@ def _tile(
         "chain": {"event_id": ev, "made_at": made},
         "status_time": (st or {}).get("time"),
     }
+
+
+def _is_will(msg: Message) -> bool:
+    """An ``offline`` status: the last will is one, built when the table connected."""
+    return isinstance(msg.payload, StatusPayload) and msg.payload.state == "offline"
 
 
 def _state(status: Mapping[str, Any]) -> str:

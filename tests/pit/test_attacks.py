@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller.messages import AlarmAckPayload, AlarmPayload, envelope
@@ -156,6 +156,12 @@ def test_state_follows_the_tables_seq_never_a_claimed_time(db_url: str) -> None:
     outcome = store.ingest(_incoming([(topic, forged)]))
     assert [a["kind"] for a in outcome.alarms] == ["time_implausible"]
     store.ingest(_incoming([table.status(datetime.now(UTC), state="offline")]))
+    assert store.tiles(["PG-05"])[0]["state"] == "offline"
+    # Back online; then its last will, built when it connected 30 days ago, seq no newer.
+    will = table.status(now - timedelta(days=30), state="offline")
+    store.ingest(_incoming([table.status(datetime.now(UTC))]))
+    assert store.tiles(["PG-05"])[0]["state"] != "offline"
+    assert store.ingest(_incoming([will])).alarms == []
     assert store.tiles(["PG-05"])[0]["state"] == "offline"
     absurd = table.next_round(now)
     absurd[0][1]["payload"]["round_seq"] = 10**9
