@@ -49,6 +49,9 @@ class BrokerConfig(_Model):
     cert_file: Path | None = None
     key_file: Path | None = None
     batch: int = Field(200, ge=1, le=5000, description="messages committed per transaction")
+    max_message_bytes: int = Field(
+        256 * 1024, ge=4096, le=16 * 1024 * 1024, description="a larger message is a reject"
+    )
 
 
 class DatabaseConfig(_Model):
@@ -67,6 +70,36 @@ class RecordConfig(_Model):
     checkpoint_keys: dict[str, Path] = Field(
         default_factory=dict, description="a key file per table id, when tables have their own"
     )
+    max_seq_jump: int = Field(
+        100_000,
+        ge=100,
+        description="a seq or round number further than this past the table's highest is "
+        "refused with a record alarm",
+    )
+    clock_tolerance: float = Field(
+        300.0,
+        ge=1.0,
+        description="seconds a message's claimed time may lie ahead of its arrival",
+    )
+    reject_burst: int = Field(
+        20, ge=1, description="rejects on one table's topic within reject_window: a record alarm"
+    )
+    reject_window: float = Field(60.0, gt=0)
+
+
+class LivenessConfig(_Model):
+    probe_after: float = Field(
+        20.0,
+        ge=0.0,
+        description="a table heard nothing from for this many seconds is sent a status_request "
+        "(0: never; silence is then not judged)",
+    )
+    silent_after: float = Field(
+        28.0,
+        gt=0.0,
+        description="a table (not offline) heard nothing from for this many seconds is marked "
+        "silent, with a record alarm",
+    )
 
 
 class CommandsConfig(_Model):
@@ -74,9 +107,24 @@ class CommandsConfig(_Model):
         None, description="HMAC-SHA256 key (hex) the pit signs its commands with (acknowledge)"
     )
     key_id: str = "pit"
-    supervisors: list[str] = Field(
-        default_factory=list, description="names allowed to acknowledge alarms from the pit page"
+    supervisors_file: Path | None = Field(
+        None,
+        description="the supervisors' badges and PIN hashes, the format of the table's [display] "
+        "supervisors_file: acknowledging from the pit page takes a badge and its PIN",
     )
+    supervisors: list[str] | None = Field(
+        None, description="no longer read: typed names are not credentials"
+    )
+
+    @field_validator("supervisors")
+    @classmethod
+    def _no_names(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            raise ValueError(
+                "typed names are no longer accepted: list the supervisors' badges and PIN "
+                "hashes in supervisors_file (paigow-table supervisor-pin BADGE)"
+            )
+        return value
 
 
 class WebConfig(_Model):
@@ -86,6 +134,18 @@ class WebConfig(_Model):
     token_file: Path | None = Field(
         None, description="the access token (required when host is not a loopback address)"
     )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="the names the page is reached by (Host header); loopback names always; "
+        "required when host is not a loopback address",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="origins (scheme://host[:port]) a change may come from besides the page's own",
+    )
+    max_streams: int = Field(32, ge=1, le=10_000, description="live event streams at once")
+    cert_file: Path | None = Field(None, description="serve over TLS with this certificate")
+    key_file: Path | None = Field(None, description="the certificate's private key")
 
 
 class ShiftConfig(_Model):
@@ -127,6 +187,7 @@ class PitConfig(_Model):
     web: WebConfig = WebConfig()
     shift: ShiftConfig = ShiftConfig()
     protection: ProtectionConfig = ProtectionConfig()
+    liveness: LivenessConfig = LivenessConfig()
     log_level: str = "INFO"
 
     @property

@@ -16,6 +16,15 @@
 - Several pits: ``[broker] share_group`` subscribes through ``$share/<group>/…``; each message
   goes to one member, all of them write the same PostgreSQL database (the per-table row is
   locked for the seq bookkeeping).
+- No message stops the pit (issue 30): each is judged alone (``pit.judge``, a savepoint of its
+  own); what fails is a reject, logged and acknowledged. Only the database itself failing is
+  "database down".
+- Liveness: while connected, a table heard nothing from for ``[liveness] probe_after`` s is
+  sent a ``status_request`` (signed with the pit's command key when it has one); one still
+  silent after ``silent_after`` s (counted from the pit's own connect at the earliest) is
+  marked silent with a record alarm (``pit.liveness``).
+- A stop (SIGTERM) ends the run within about a second in every state: a connect that hangs or
+  a broker that refuses is abandoned, not awaited.
 """
 
 from __future__ import annotations
@@ -31,12 +40,16 @@ from typing import Any, TypeVar
 
 import aiomqtt
 
-from pit.config import PitConfig, read_secret
+from pit.config import PitConfig, read_hex_key, read_secret
+from pit.liveness import Liveness
 from pit.store import Incoming, Outcome, Store
 
 log = logging.getLogger("pit.ingest")
 
 T = TypeVar("T")
+
+#: Rejects logged one by one per batch; beyond, one line counts them (a flood is not a log flood).
+REJECTS_LOGGED = 5
 
 
 @dataclass
@@ -87,6 +100,12 @@ class Ingest:
         self.connected = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pit-db")
         self._store: Store | None = None
+        key_file = config.commands.key_file
+        self.liveness = Liveness(
+            config.liveness,
+            command_key=read_hex_key(key_file) if key_file is not None else None,
+            key_id=config.commands.key_id,
+        )
 
     async def _db(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -153,7 +172,7 @@ class Ingest:
                     await asyncio.wait({stopper}, timeout=1.0)
                     continue
                 try:
-                    await self._session(stop, stopper)
+                    await self._until_stopped(self._session(stop, stopper), stopper)
                 except aiomqtt.MqttError as exc:
                     self.connected.clear()
                     self.stats.link_errors += 1
@@ -168,6 +187,20 @@ class Ingest:
             self.connected.clear()
             await self._db(self._drop_store)
             self._executor.shutdown(wait=True)
+
+    async def _until_stopped(self, work: Any, stopper: asyncio.Future[Any]) -> None:
+        """``work`` to its end, or abandoned a second after a stop (a connect that hangs, a
+        broker that never answers: a stop must not wait for them)."""
+        task = asyncio.ensure_future(work)
+        await asyncio.wait({task, stopper}, return_when="FIRST_COMPLETED")
+        if not task.done():
+            await asyncio.wait({task}, timeout=1.0)  # a session ends itself on a stop
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
+                await task
+            return
+        task.result()
 
     def _database_error(self, exc: BaseException) -> None:
         self.stats.database_errors += 1
@@ -190,20 +223,48 @@ class Ingest:
                 await client.subscribe(topic, qos=1)
             self.connected.set()
             log.info("pit_subscribed topic=%s session=%s", topic, client.session_present)
-            messages = client.messages
-            limit = self.config.broker.batch
-            while not stop.is_set():
-                getter = asyncio.ensure_future(anext(messages))
-                done, _ = await asyncio.wait({getter, stopper}, return_when="FIRST_COMPLETED")
-                if getter not in done:
-                    getter.cancel()
-                    with contextlib.suppress(BaseException):
-                        await getter
-                    return
-                batch = [getter.result()]
-                while len(messages) and len(batch) < limit:
-                    batch.append(await anext(messages))
-                await self._store_batch(client, batch)
+            watch = asyncio.create_task(self._watch(client), name="pit-liveness")
+            try:
+                await self._receive(client, stop, stopper)
+            finally:
+                watch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch
+
+    async def _watch(self, client: _Client) -> None:
+        """The liveness sweep while connected (``pit.liveness``), once a second."""
+        since = time.time()
+        while self.liveness.enabled:
+            await asyncio.sleep(1.0)  # a periodic sweep, not a synchronisation
+            try:
+                probes, outcome = await self._db(self._sweep, time.time(), since)
+            except Exception as exc:  # the ingest notices a database that is down
+                log.warning("pit_liveness_failed: %s", type(exc).__name__)
+                continue
+            for topic, payload in probes:
+                await client.publish(topic, payload, qos=0)
+            self._report(outcome)
+
+    def _sweep(self, now: float, since: float) -> tuple[list[tuple[str, bytes]], Outcome]:
+        return self.liveness.sweep(self._open_store(), now, since)
+
+    async def _receive(
+        self, client: _Client, stop: asyncio.Event, stopper: asyncio.Future[Any]
+    ) -> None:
+        messages = client.messages
+        limit = self.config.broker.batch
+        while not stop.is_set():
+            getter = asyncio.ensure_future(anext(messages))
+            done, _ = await asyncio.wait({getter, stopper}, return_when="FIRST_COMPLETED")
+            if getter not in done:
+                getter.cancel()
+                with contextlib.suppress(BaseException):
+                    await getter
+                return
+            batch = [getter.result()]
+            while len(messages) and len(batch) < limit:
+                batch.append(await anext(messages))
+            await self._store_batch(client, batch)
 
     async def _store_batch(self, client: _Client, batch: list[aiomqtt.Message]) -> None:
         now = time.time()
@@ -235,10 +296,20 @@ class Ingest:
         s.gaps_filled += len(outcome.gaps_filled)
         for table, seq in outcome.gaps_reported:
             log.warning("pit_gap table=%s seq=%d missing", table, seq)
+        for table, reason in outcome.rejects[:REJECTS_LOGGED]:
+            log.warning("pit_reject table=%s %s", table, reason)
+        if len(outcome.rejects) > REJECTS_LOGGED:
+            log.warning("pit_rejects n=%d in one batch (the first %d logged)",
+                        len(outcome.rejects), REJECTS_LOGGED)  # fmt: skip
+        self._report(outcome)
+
+    def _report(self, outcome: Outcome) -> None:
+        """Record alarms to the log, and the outcome to whoever listens (the page)."""
         for alarm in outcome.alarms:
             log.error("pit_record_alarm table=%s kind=%s %s", alarm["table_id"], alarm["kind"],
                       alarm["detail"])  # fmt: skip
-        if self.on_batch is not None:
+        if self.on_batch is not None and (outcome.tables or outcome.alarms or outcome.stored
+                                          or outcome.rejected):  # fmt: skip
             self.on_batch(outcome)
 
 

@@ -9,10 +9,22 @@ from collections.abc import Callable
 
 from pit.config import PitConfig, read_hex_key
 from pit.ingest import Ingest
-from pit.store import Outcome, Shifts, Store, migrate, redact
+from pit.store import Limits, Outcome, Shifts, Store, migrate, redact
 from pit.web import PitWeb
 
 log = logging.getLogger("pit")
+
+
+def store_limits(config: PitConfig) -> Limits:
+    r = config.record
+    return Limits(
+        max_bytes=config.broker.max_message_bytes,
+        max_seq_jump=r.max_seq_jump,
+        clock_tolerance=r.clock_tolerance,
+        max_age=config.broker.session_expiry + r.clock_tolerance,
+        reject_burst=r.reject_burst,
+        reject_window=r.reject_window,
+    )
 
 
 def store_factory(config: PitConfig) -> Callable[[], Store]:
@@ -23,6 +35,7 @@ def store_factory(config: PitConfig) -> Callable[[], Store]:
     )
     keys = {t: read_hex_key(p) for t, p in config.record.checkpoint_keys.items()}
     shifts = Shifts(config.shift.starts, config.shift.timezone)
+    limits = store_limits(config)
 
     def make() -> Store:
         return Store(
@@ -31,6 +44,7 @@ def store_factory(config: PitConfig) -> Callable[[], Store]:
             checkpoint_keys=keys,
             default_checkpoint_key=default,
             root=config.site.root,
+            limits=limits,
         )
 
     return make
@@ -81,9 +95,19 @@ async def run_pit(config: PitConfig, ready: Callable[[Pit], None] | None = None)
     pit = Pit(config)
     task = asyncio.create_task(pit.run(stop))
     if ready is not None:
-        await pit.ingest.connected.wait()
-        if pit.web is not None:
-            await pit.web.started.wait()
-        ready(pit)
+        # READY once subscribed and listening; a stop before that (a broker that never
+        # answers) ends the run, never waits for a connect that does not come.
+        waiting = asyncio.ensure_future(_ready(pit))
+        await asyncio.wait({waiting, task}, return_when="FIRST_COMPLETED")
+        if waiting.done():
+            ready(pit)
+        else:
+            waiting.cancel()
     await task
     return 0
+
+
+async def _ready(pit: Pit) -> None:
+    await pit.ingest.connected.wait()
+    if pit.web is not None:
+        await pit.web.started.wait()

@@ -54,7 +54,7 @@ def numbers(store: Store, shift: str) -> list[dict[str, Any]]:
         spans.setdefault(key, []).extend([parse_time(opened), parse_time(closed)])
     for tid, dealer, outcome, foul, n in store.all(
         "SELECT r.table_id, r.dealer_id, p.outcome, p.foul, count(*) FROM players p "
-        "JOIN rounds r ON r.round_id = p.round_id WHERE r.shift = ? "
+        "JOIN rounds r ON r.table_id = p.table_id AND r.round_id = p.round_id WHERE r.shift = ? "
         "GROUP BY r.table_id, r.dealer_id, p.outcome, p.foul",
         (shift,),
     ):
@@ -117,8 +117,15 @@ def report(store: Store, shift: str, key: bytes, key_id: str, site: str) -> dict
 def sign_report(key: bytes, body: dict[str, Any]) -> str:
     data = {k: v for k, v in body.items() if k != "hmac"}
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()
+    # surrogatepass: a report read back with a lone surrogate is checked (and fails), not a crash
+    return hmac.new(key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
-def verify_report(key: bytes, body: dict[str, Any]) -> bool:
-    return hmac.compare_digest(str(body.get("hmac", "")), sign_report(key, body))
+def verify_report(key: bytes, body: Any) -> bool:
+    """Whether ``body`` (a report read back, whatever its file held) is signed with ``key``:
+    anything but a JSON object, or an ``hmac`` that is not the right one (also one with
+    characters beyond ASCII), is False, never an exception."""
+    if not isinstance(body, dict):
+        return False
+    claimed = str(body.get("hmac", "")).encode("utf-8", "backslashreplace")
+    return hmac.compare_digest(claimed, sign_report(key, body).encode("ascii"))

@@ -30,33 +30,19 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ValidationError
-
 from controller.messages import (
     AlarmAckPayload,
     AlarmPayload,
     CheckpointPayload,
-    DevicePayload,
     PlayerPayload,
     ProtectionPayload,
     RoundPayload,
     StatusPayload,
 )
+from pit import judge
+from pit.judge import PAYLOADS, REJECT_BODY, REJECT_REASON, REJECT_TOPIC, Message, Refused, escaped
 
-#: The payload model of each schema the feed carries (version 1).
-PAYLOADS: dict[str, type[BaseModel]] = {
-    m.SCHEMA: m
-    for m in (
-        RoundPayload,
-        PlayerPayload,
-        AlarmPayload,
-        AlarmAckPayload,
-        ProtectionPayload,
-        CheckpointPayload,
-        DevicePayload,
-        StatusPayload,
-    )
-}
+__all__ = ["PAYLOADS", "Incoming", "Limits", "Outcome", "Shifts", "Store", "migrate"]
 
 #: A seq a status named but the pit lacks is usually on its way (the status goes out at once, the
 #: message through the table's outbox): a tile counts it missing only after this many seconds.
@@ -86,6 +72,49 @@ class Incoming:
     received_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The bounds a message is judged by (``[broker] max_message_bytes``, ``[record]``)."""
+
+    max_bytes: int = judge.MAX_BYTES
+    max_depth: int = judge.MAX_DEPTH
+    #: a seq or round number further than this past the table's highest is refused
+    max_seq_jump: int = 100_000
+    #: a claimed time ahead of the arrival by more than this is implausible (seconds)
+    clock_tolerance: float = 300.0
+    #: a claimed time older than this before the arrival is implausible (not for a replay)
+    max_age: float = 7 * 86_400 + 300.0
+    #: this many rejects on one table's topic within ``reject_window`` s: a record alarm
+    reject_burst: int = 20
+    reject_window: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class TableRow:
+    """Where a table's copy stands, as one message finds it."""
+
+    first_seq: int | None
+    high_seq: int | None
+    status_seq: int | None
+    chain_event_id: int | None
+    chain_made_at: str | None
+    last_round_msg_seq: int | None
+    round_high: int | None
+
+
+def database_down(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database itself failing (its connection, its file, its disk),
+    as opposed to one message it refused (a value out of range, a constraint)."""
+    if isinstance(exc, sqlite3.Error):
+        down = (sqlite3.OperationalError, sqlite3.InternalError)
+        return isinstance(exc, down) or type(exc) is sqlite3.DatabaseError
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg is a dependency of the pit
+        return False
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+
+
 @dataclass
 class Outcome:
     """What a batch did."""
@@ -100,6 +129,26 @@ class Outcome:
     alarms: list[dict[str, Any]] = field(default_factory=list)
     #: per table, the envelope time of the newest message stored (publish→page latency)
     sent: dict[str, str] = field(default_factory=dict)
+    #: each reject: the table its topic names and the reason (both escaped)
+    rejects: list[tuple[str, str]] = field(default_factory=list)
+    #: per table, when the pit last heard it in this batch (its own clock)
+    heard: dict[str, float] = field(default_factory=dict)
+
+    def merge(self, other: Outcome) -> None:
+        """Add what ``other`` (one message's outcome) did."""
+        self.stored += other.stored
+        self.duplicates += other.duplicates
+        self.rejected += other.rejected
+        self.ignored += other.ignored
+        self.tables |= other.tables
+        self.gaps_reported += other.gaps_reported
+        self.gaps_filled += other.gaps_filled
+        self.alarms += other.alarms
+        for table, when in other.sent.items():
+            self.sent[table] = max(self.sent.get(table, ""), when)
+        self.rejects += other.rejects
+        for table, at in other.heard.items():
+            self.heard[table] = max(self.heard.get(table, 0.0), at)
 
 
 class Shifts:
@@ -184,8 +233,10 @@ class Store:
         checkpoint_keys: Mapping[str, bytes] | None = None,
         default_checkpoint_key: bytes | None = None,
         root: str = "",
+        limits: Limits | None = None,
     ) -> None:
         self.url = url
+        self.limits = limits or Limits()
         self.kind = database_kind(url)
         self.shifts = shifts or Shifts(["06:00", "14:00", "22:00"])
         self.checkpoint_keys = dict(checkpoint_keys or {})
@@ -246,145 +297,279 @@ class Store:
     # --- ingest ----------------------------------------------------------------------------
 
     def ingest(self, batch: Sequence[Incoming]) -> Outcome:
-        """Store a batch in one transaction (see the module's text)."""
+        """Store a batch in one transaction, each message judged alone in its own savepoint
+        (see the module's text). Raises only when the database itself is down."""
         out = Outcome()
         known = set(self._known)
         try:
             with self.transaction():
                 for item in batch:
-                    self._one(item, out)
+                    self._judged(item, out)
+                for table_id, at in out.heard.items():  # once a table a batch, not a message
+                    self.x(
+                        "UPDATE tables SET last_heard = ?, silent_since = NULL WHERE table_id = ?",
+                        (at, table_id),
+                    )
+                self._reject_bursts(out, batch[-1].received_at if batch else time.time())
         except BaseException:
             self._known = known  # rows made in the rolled-back transaction are gone
             raise
         return out
 
+    def _judged(self, item: Incoming, out: Outcome) -> None:
+        """One message in its own savepoint: whatever it breaks in the database (but the
+        database itself) rolls back to before it and makes it a reject."""
+        part = Outcome()
+        known = set(self._known)
+        self.x("SAVEPOINT msg")
+        try:
+            self._one(item, part)
+        except Exception as exc:
+            if database_down(exc):
+                raise
+            self.x("ROLLBACK TO SAVEPOINT msg")
+            self._known = known
+            part = Outcome()
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            self._reject(item, f"refused by the database: {type(exc).__name__}: {first}", part)
+        self.x("RELEASE SAVEPOINT msg")
+        out.merge(part)
+
     def _reject(self, item: Incoming, reason: str, out: Outcome) -> None:
-        body = item.payload.decode("utf-8", "backslashreplace")[:65536]
+        table = escaped(self._topic(item.topic)[0], 64)
+        reason = escaped(reason, REJECT_REASON)
         self.x(
-            "INSERT INTO rejects (id, topic, received_at, reason, body) VALUES (?, ?, ?, ?, ?)",
-            (uuid.uuid4().hex, item.topic, item.received_at, reason[:500], body),
+            "INSERT INTO rejects (id, topic, received_at, reason, body, table_id) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                uuid.uuid4().hex,
+                escaped(item.topic, REJECT_TOPIC),
+                item.received_at,
+                reason,
+                escaped(item.payload, REJECT_BODY),
+                table,
+            ),
         )
         out.rejected += 1
+        out.rejects.append((table, reason))
 
-    def _one(self, item: Incoming, out: Outcome) -> None:  # noqa: C901 — one branch a message kind
-        rest = item.topic.removeprefix(self.root)
-        topic_table, _, kind = rest.partition("/")
+    def _reject_bursts(self, out: Outcome, now: float) -> None:
+        """A table whose topic carried ``reject_burst`` rejects within the window: an alarm."""
+        limits = self.limits
+        for table in sorted({t for t, _ in out.rejects}):
+            row = self.one(
+                "SELECT count(*) FROM rejects WHERE table_id = ? AND received_at >= ?",
+                (table, now - limits.reject_window),
+            )
+            n = int(row[0]) if row else 0
+            if n >= limits.reject_burst:
+                self._record_alarm(
+                    table,
+                    "reject_burst",
+                    f"{n} messages on its topic refused within {limits.reject_window:g} s",
+                    now,
+                    out,
+                )
+
+    def _topic(self, topic: str) -> tuple[str, str]:
+        """The table a topic names and the rest of it (``round``, ``cmd/…``)."""
+        table, _, kind = topic.removeprefix(self.root).partition("/")
+        return table, kind
+
+    def _one(self, item: Incoming, out: Outcome) -> None:
+        topic_table, kind = self._topic(item.topic)
         if kind.startswith(("cmd/", "reply/")):
             out.ignored += 1
             return
         try:
-            data = json.loads(item.payload)
-        except (ValueError, UnicodeDecodeError):
-            self._reject(item, "not JSON", out)
+            msg = judge.read(
+                item.payload,
+                topic_table,
+                max_bytes=self.limits.max_bytes,
+                max_depth=self.limits.max_depth,
+            )
+        except Refused as exc:
+            self._reject(item, exc.reason, out)
             return
-        problem = _envelope_problem(data)
-        if problem is not None:
-            self._reject(item, problem, out)
-            return
-        table_id, schema, seq = data["table_id"], data["schema"], data["seq"]
-        if topic_table and topic_table != table_id:
-            self._reject(item, f"on table {topic_table}'s topic, the message says {table_id}", out)
-            return
-        model = PAYLOADS.get(schema)
-        if model is None or data.get("version") != 1:
-            self._reject(item, f"unknown schema {schema} v{data.get('version')}", out)
-            return
-        try:
-            payload = model.model_validate(data["payload"])
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            self._reject(item, f"{schema}: {where}: {first['msg']}", out)
-            return
-        # A retained device message is a message of the table's seq like any other, but an old
-        # one: it never opens the record of a table nor reaches below its start (module text).
-        sequenced = schema != "paigow.status"
         prefix = item.topic[: len(item.topic) - len(kind)] if kind else item.topic
+        row = self._table_row(msg.table_id, prefix, item.received_at)
+        try:
+            self._refuse_claims(msg, row, retained=item.retained)
+        except Refused as exc:
+            self._reject(item, exc.reason, out)
+            if exc.kind is not None:
+                self._record_alarm(msg.table_id, exc.kind, exc.reason, item.received_at, out)
+            return
+        if not self._store_message(msg, item, out):
+            return
+        self._heard(msg, item, row, out)
+
+    def _table_row(self, table_id: str, prefix: str, now: float) -> TableRow:
+        """The table's bookkeeping row, made when new, locked (PostgreSQL) for this message."""
         if table_id not in self._known:
             self.x(
                 "INSERT INTO tables (table_id, topic_prefix, updated_at) VALUES (?, ?, ?) "
                 "ON CONFLICT (table_id) DO NOTHING",
-                (table_id, prefix, item.received_at),
+                (table_id, prefix, now),
             )
             self._known.add(table_id)
         lock = " FOR UPDATE" if self.kind == "postgresql" else ""
         row = self.one(
-            "SELECT first_seq, high_seq, status_time, chain_event_id, chain_made_at, "
-            f"last_round_seq FROM tables WHERE table_id = ?{lock}",
+            "SELECT first_seq, high_seq, status_seq, chain_event_id, chain_made_at, "
+            f"last_round_msg_seq, round_high FROM tables WHERE table_id = ?{lock}",
             (table_id,),
         )
         assert row is not None
+        return TableRow(*row)
+
+    def _refuse_claims(self, msg: Message, row: TableRow, *, retained: bool) -> None:
+        """:class:`Refused` (with a record alarm's kind) for a message that names another
+        table's round or alarm, or whose seq or round number jumps beyond every bound (an old
+        retained device state or a replay may lie far below: neither extends the copy)."""
+        bound = self.limits.max_seq_jump
+        if row.high_seq is not None and msg.seq > row.high_seq + bound:
+            raise Refused(f"seq {msg.seq} after {row.high_seq}: a jump beyond {bound}", "seq_jump")
+        old = retained or msg.replayed
+        if row.first_seq is not None and msg.seq < row.first_seq - bound and not old:
+            raise Refused(f"seq {msg.seq} before {row.first_seq}: beyond {bound}", "seq_jump")
+        p = msg.payload
+        high = row.round_high
+        if isinstance(p, RoundPayload) and high is not None and p.round_seq > high + bound:
+            raise Refused(
+                f"round number {p.round_seq} after {high}: a jump beyond {bound}", "round_jump"
+            )
+        foreign = self._foreign(msg)
+        if foreign is not None:
+            raise Refused(foreign, "foreign_id")
+
+    def _foreign(self, msg: Message) -> str | None:
+        """Why the message names another table's round or alarm, or None."""
+        p = msg.payload
+        if isinstance(p, RoundPayload | PlayerPayload):
+            sql, ident, what = "SELECT table_id FROM rounds WHERE round_id = ?", p.round_id, "round"
+        elif isinstance(p, AlarmPayload | AlarmAckPayload) and p.alarm_id:
+            sql, ident, what = "SELECT table_id FROM alarms WHERE alarm_id = ?", p.alarm_id, "alarm"
+        else:
+            return None
+        other = self.one(sql + " AND table_id <> ? LIMIT 1", (ident, msg.table_id))
+        if other is None:
+            return None
+        return f"names {escaped(other[0], 64)}'s {what} {escaped(ident, 80)}: refused"
+
+    def _store_message(self, msg: Message, item: Incoming, out: Outcome) -> bool:
+        """The message into the copy, once (``msg_id``); False for a duplicate."""
+        sequenced = msg.schema != "paigow.status"
         stored = self.x(
             "INSERT INTO messages (msg_id, table_id, seq, sequenced, schema_name, topic, sent_at, "
             "received_at, replayed, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (msg_id) DO NOTHING",
             (
-                data["msg_id"],
-                table_id,
-                seq,
-                int(sequenced),
-                schema,
-                item.topic,
-                data["time"],
-                item.received_at,
-                int(bool(data.get("replayed"))),
-                item.payload.decode("utf-8"),
+                msg.msg_id, msg.table_id, msg.seq, int(sequenced), msg.schema, item.topic,
+                msg.data["time"], item.received_at, int(msg.replayed), msg.text,
             ),
-        ).rowcount
+        ).rowcount  # fmt: skip
         if not stored:
             out.duplicates += 1
-            return
+            return False
         out.stored += 1
-        out.tables.add(table_id)
-        out.sent[table_id] = max(out.sent.get(table_id, ""), data["time"])
-        first_seq, high_seq, status_time, head_event, head_made, last_round_seq = row
-        if schema == "paigow.status":
-            if status_time is None or data["time"] >= status_time:
-                self.x(
-                    "UPDATE tables SET status = ?, status_time = ?, updated_at = ? "
-                    "WHERE table_id = ?",
-                    (item.payload.decode("utf-8"), data["time"], item.received_at, table_id),
-                )
-            if first_seq is not None and high_seq is not None and seq > high_seq:
-                # The table says it journaled up to seq: the ones the pit lacks are missing
-                # (on their way, or lost); filled when they arrive.
-                self._sequence(table_id, data["msg_id"], seq, first_seq, high_seq, item, out,
-                               status=True)  # fmt: skip
-            return
-        if item.retained and (first_seq is None or seq < first_seq):
-            return
-        self._sequence(table_id, data["msg_id"], seq, first_seq, high_seq, item, out)
+        out.tables.add(msg.table_id)
+        return True
+
+    def _heard(self, msg: Message, item: Incoming, row: TableRow, out: Outcome) -> None:
+        """A stored message: the table was heard; its seq kept; its state and projections
+        follow unless its claimed time is implausible (then a record alarm, not its state)."""
         now = item.received_at
-        if isinstance(payload, RoundPayload):
-            self._round(table_id, seq, payload, last_round_seq, now)
-        elif isinstance(payload, PlayerPayload):
-            self._player(table_id, seq, payload)
-        elif isinstance(payload, AlarmPayload):
+        out.heard[msg.table_id] = now
+        implausible = self._time_problem(msg, now, old_ok=item.retained or _is_will(msg))
+        if implausible is not None:
+            self._record_alarm(msg.table_id, "time_implausible", implausible, now, out)
+        else:
+            out.sent[msg.table_id] = max(out.sent.get(msg.table_id, ""), msg.data["time"])
+        if isinstance(msg.payload, StatusPayload):
+            self._status(msg, row, item, out, apply=implausible is None)
+            return
+        if item.retained and (row.first_seq is None or msg.seq < row.first_seq):
+            return  # an old retained device state never opens nor extends the copy
+        self._sequence(msg.table_id, msg.msg_id, msg.seq, row.first_seq, row.high_seq, item, out)
+        if implausible is None:
+            self._project(msg, row, now, out)
+
+    def _time_problem(self, msg: Message, now: float, *, old_ok: bool) -> str | None:
+        """Why the message's claimed time cannot be true on arrival, or None: ahead of the
+        pit's clock by more than the tolerance, or older than anything the broker could have
+        kept for the pit (not a replay; ``old_ok``: a retained copy or a last will, built when
+        the table connected, may be as old as that connection); a round closed after its own
+        message."""
+        tolerance = self.limits.clock_tolerance
+        claimed = msg.time.timestamp()
+        if claimed > now + tolerance:
+            return f"claims {msg.data['time'][:40]}, {claimed - now:.0f} s after its arrival"
+        if not (msg.replayed or old_ok) and claimed < now - self.limits.max_age:
+            return f"claims {msg.data['time'][:40]}, {now - claimed:.0f} s before its arrival"
+        p = msg.payload
+        if isinstance(p, RoundPayload) and p.closed_at.timestamp() > claimed + tolerance:
+            return f"round {p.round_seq} closed at {p.closed_at.isoformat()}, after its message"
+        return None
+
+    def _status(
+        self, msg: Message, row: TableRow, item: Incoming, out: Outcome, *, apply: bool
+    ) -> None:
+        """A status is the table's state by arrival and its own seq, never its claimed time:
+        an ``offline`` (the last will, built at connect, so older than the ``online`` after
+        it) applies when it arrives; another state unless its seq is below the shown one."""
+        p = msg.payload
+        assert isinstance(p, StatusPayload)
+        newer = row.status_seq is None or msg.seq >= row.status_seq
+        if apply and (p.state == "offline" or newer):
             self.x(
-                "INSERT INTO alarms (alarm_id, table_id, code, severity, detail, raised_at, "
-                "ack_required) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (alarm_id) DO NOTHING",
-                (
-                    payload.alarm_id or data["msg_id"],
-                    table_id,
-                    payload.code,
-                    payload.severity,
-                    payload.detail,
-                    (payload.raised_at.isoformat() if payload.raised_at else data["time"]),
-                    int(payload.ack_required),
-                ),
+                "UPDATE tables SET status = ?, status_time = ?, status_seq = ?, state = ?, "
+                "updated_at = ? WHERE table_id = ?",
+                (msg.text, msg.data["time"], msg.seq, p.state, item.received_at, msg.table_id),
             )
-        elif isinstance(payload, AlarmAckPayload):
+        if row.first_seq is not None and row.high_seq is not None and msg.seq > row.high_seq:
+            # The table says it journaled up to seq: the ones the pit lacks are missing (on
+            # their way, or lost); filled when they arrive.
+            self._sequence(msg.table_id, msg.msg_id, msg.seq, row.first_seq, row.high_seq, item,
+                           out, status=True)  # fmt: skip
+
+    def _project(self, msg: Message, row: TableRow, now: float, out: Outcome) -> None:
+        """Rounds, players, alarms, protection and checkpoints, each keyed by the table."""
+        p, table_id, seq = msg.payload, msg.table_id, msg.seq
+        if isinstance(p, RoundPayload):
+            self._round(table_id, seq, p, row)
+        elif isinstance(p, PlayerPayload):
+            self._player(table_id, seq, p)
+        elif isinstance(p, AlarmPayload):
+            self._alarm(msg, p)
+        elif isinstance(p, AlarmAckPayload):
             self.x(
-                "UPDATE alarms SET acked_by = ?, acked_at = ? WHERE alarm_id = ?",
-                (payload.by, payload.acknowledged_at.isoformat(), payload.alarm_id),
+                "UPDATE alarms SET acked_by = ?, acked_at = ? WHERE table_id = ? AND alarm_id = ?",
+                (p.by, p.acknowledged_at.isoformat(), table_id, p.alarm_id),
             )
-        elif isinstance(payload, ProtectionPayload):
+        elif isinstance(p, ProtectionPayload):
             self.x(
                 "UPDATE tables SET protection = ? WHERE table_id = ?",
-                (payload.model_dump_json(), table_id),
+                (p.model_dump_json(), table_id),
             )
-        elif isinstance(payload, CheckpointPayload):
-            self._checkpoint(table_id, data["msg_id"], payload, head_event, head_made, now, out)
+        elif isinstance(p, CheckpointPayload):
+            self._checkpoint(table_id, msg.msg_id, p, row.chain_event_id, row.chain_made_at,
+                             now, out)  # fmt: skip
+
+    def _alarm(self, msg: Message, p: AlarmPayload) -> None:
+        self.x(
+            "INSERT INTO alarms (table_id, alarm_id, code, severity, detail, raised_at, "
+            "ack_required) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (table_id, alarm_id) DO NOTHING",
+            (
+                msg.table_id,
+                p.alarm_id or msg.msg_id,
+                p.code,
+                p.severity,
+                p.detail,
+                p.raised_at.isoformat() if p.raised_at else msg.data["time"],
+                int(p.ack_required),
+            ),
+        )
 
     def _sequence(
         self,
@@ -470,9 +655,7 @@ class Store:
             (first_seq, high_seq, now, table_id),
         )
 
-    def _round(
-        self, table_id: str, seq: int, p: RoundPayload, last_round_seq: int | None, now: float
-    ) -> None:
+    def _round(self, table_id: str, seq: int, p: RoundPayload, row: TableRow) -> None:
         wagered = won = 0
         theoretical = 0.0
         for seat in p.seats:
@@ -505,24 +688,29 @@ class Store:
             "INSERT INTO rounds (round_id, table_id, round_seq, msg_seq, status, reasons, "
             "dealer_id, opened_at, closed_at, shift, seats, two_jacks, side_wagered, side_won, "
             "side_theoretical) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (round_id) DO UPDATE SET msg_seq = excluded.msg_seq, "
+            "ON CONFLICT (table_id, round_id) DO UPDATE SET msg_seq = excluded.msg_seq, "
             "status = excluded.status, reasons = excluded.reasons, "
             "side_wagered = excluded.side_wagered, side_won = excluded.side_won, "
             "side_theoretical = excluded.side_theoretical "
             "WHERE excluded.msg_seq > rounds.msg_seq",
             values,
         )
-        if last_round_seq is None or p.round_seq >= last_round_seq:
+        # The tile's last round follows the table's own seq, never the number a round claims.
+        if row.last_round_msg_seq is None or seq >= row.last_round_msg_seq:
             summary = round_summary(p)
             self.x(
-                "UPDATE tables SET last_round = ?, last_round_seq = ? WHERE table_id = ?",
-                (json.dumps(summary, separators=(",", ":")), p.round_seq, table_id),
+                "UPDATE tables SET last_round = ?, last_round_seq = ?, last_round_msg_seq = ? "
+                "WHERE table_id = ?",
+                (json.dumps(summary, separators=(",", ":")), p.round_seq, seq, table_id),
             )
+        if row.round_high is None or p.round_seq > row.round_high:
+            self.x("UPDATE tables SET round_high = ? WHERE table_id = ?", (p.round_seq, table_id))
 
     def _player(self, table_id: str, seq: int, p: PlayerPayload) -> None:
         self.x(
             "INSERT INTO players (round_id, seat, table_id, msg_seq, outcome, foul, wager, win, "
-            "corrected) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (round_id, seat) DO UPDATE "
+            "corrected) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (table_id, round_id, seat) "
+            "DO UPDATE "
             "SET msg_seq = excluded.msg_seq, outcome = excluded.outcome, foul = excluded.foul, "
             "wager = excluded.wager, win = excluded.win, corrected = excluded.corrected "
             "WHERE excluded.msg_seq > players.msg_seq",
@@ -650,6 +838,37 @@ class Store:
         )
         out.alarms.append(alarm)
 
+    # --- liveness (pit.liveness) -----------------------------------------------------------
+
+    def quiet_tables(self, before: float) -> list[tuple[str, str, float | None, float | None]]:
+        """Tables not offline and not heard since ``before``: id, topic prefix, last heard,
+        silent since."""
+        return [
+            (r[0], r[1], r[2], r[3])
+            for r in self.all(
+                "SELECT table_id, topic_prefix, last_heard, silent_since FROM tables "
+                "WHERE (state IS NULL OR state <> 'offline') "
+                "AND (last_heard IS NULL OR last_heard < ?)",
+                (before,),
+            )
+        ]
+
+    def mark_silent(self, table_id: str, now: float, heard: float | None, out: Outcome) -> None:
+        """The table is silent (its tile says so) with a ``table_silent`` record alarm."""
+        self.x(
+            "UPDATE tables SET silent_since = ? WHERE table_id = ? AND silent_since IS NULL",
+            (now, table_id),
+        )
+        ago = f"{now - heard:.0f} s ago" if heard is not None else "never"
+        self._record_alarm(
+            table_id,
+            "table_silent",
+            f"last heard {ago}; no last will (offline) and no answer to a status request",
+            now,
+            out,
+        )
+        out.tables.add(table_id)
+
     # --- the pit's own actions -------------------------------------------------------------
 
     def acknowledge_record_alarm(self, alarm_id: str, by: str) -> bool:
@@ -659,6 +878,32 @@ class Store:
                 "AND acked_at IS NULL",
                 (by, time.time(), alarm_id),
             ).rowcount
+        return bool(done)
+
+    def session_add(self, id_hash: str, tag: str, now: float, expires: float) -> None:
+        with self.transaction():
+            self.x(
+                "INSERT INTO web_sessions (id_hash, token_tag, created_at, expires_at) "
+                "VALUES (?, ?, ?, ?)",
+                (id_hash, tag, now, expires),
+            )
+
+    def session_expires(self, id_hash: str, tag: str, now: float) -> float | None:
+        """When a live session (not revoked, not expired, made under ``tag``) ends, or None."""
+        row = self.one(
+            "SELECT expires_at FROM web_sessions WHERE id_hash = ? AND token_tag = ? "
+            "AND revoked_at IS NULL AND expires_at > ?",
+            (id_hash, tag, now),
+        )
+        return float(row[0]) if row is not None else None
+
+    def session_revoke(self, id_hash: str, now: float) -> bool:
+        with self.transaction():
+            done = self.x(
+                "UPDATE web_sessions SET revoked_at = ? WHERE id_hash = ? AND revoked_at IS NULL",
+                (now, id_hash),
+            ).rowcount
+            self.x("DELETE FROM web_sessions WHERE expires_at < ?", (now - 86_400,))
         return bool(done)
 
     def note_command(self, request_id: str, table_id: str, kind: str, by: str, body: str) -> None:
@@ -687,9 +932,8 @@ class Store:
             params = list(table_ids)
         rows = self.all(
             "SELECT t.table_id, t.topic_prefix, t.status, t.last_round, t.protection, "
-            "t.first_seq, t.high_seq, t.chain_event_id, t.chain_made_at FROM tables t"
-            + where
-            + " ORDER BY t.table_id",
+            "t.first_seq, t.high_seq, t.chain_event_id, t.chain_made_at, t.last_heard, "
+            "t.silent_since FROM tables t" + where + " ORDER BY t.table_id",
             params,
         )
         hour_ago = datetime.fromtimestamp(now - 3600, UTC).isoformat()
@@ -706,6 +950,13 @@ class Store:
                 table_ids,
             )
         )
+        rejected = dict(
+            self._grouped(
+                "SELECT table_id, count(*) FROM rejects WHERE received_at >= ?",
+                now - 3600,
+                table_ids,
+            )
+        )
         record: dict[str, list[dict[str, Any]]] = {}
         for rid, tid, kind, detail, raised in self._grouped(
             "SELECT id, table_id, kind, detail, raised_at FROM record_alarms "
@@ -716,34 +967,8 @@ class Store:
             record.setdefault(tid, []).append(
                 {"id": rid, "kind": kind, "detail": detail, "raised_at": raised}
             )
-        tiles = []
-        for tid, prefix, status, last_round, protection, first, high, ev, made in rows:
-            st = json.loads(status) if status else None
-            sp = (st or {}).get("payload") or {}
-            tiles.append(
-                {
-                    "table_id": tid,
-                    "prefix": prefix,
-                    "state": _state(sp),
-                    "table_open": bool(sp.get("table_open")),
-                    "round_in_progress": sp.get("round_id"),
-                    "dealer_id": sp.get("dealer_id"),
-                    "devices": sp.get("devices") or {},
-                    "fault": sp.get("fault"),
-                    "alarms": sp.get("alarms_unacknowledged") or [],
-                    "alarms_total": sp.get("alarms_unacknowledged_total") or 0,
-                    "last_round": json.loads(last_round) if last_round else None,
-                    "protection": json.loads(protection) if protection else None,
-                    "rounds_last_hour": per_hour.get(tid, 0),
-                    "first_seq": first,
-                    "high_seq": high,
-                    "open_gaps": gaps.get(tid, 0),
-                    "record_alarms": record.get(tid, []),
-                    "chain": {"event_id": ev, "made_at": made},
-                    "status_time": (st or {}).get("time"),
-                }
-            )
-        return tiles
+        counts = {"per_hour": per_hour, "gaps": gaps, "rejected": rejected}
+        return [_tile(row, counts, record) for row in rows]
 
     def _grouped(
         self, sql: str, arg: Any, table_ids: Sequence[str] | None, by: str = "table_id"
@@ -910,6 +1135,44 @@ class Store:
         return int(row[0]) if row else 0
 
 
+def _tile(
+    row: tuple[Any, ...], counts: Mapping[str, Mapping[str, int]], record: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One table's tile from its ``tables`` row and the counts read for all tiles."""
+    tid, prefix, status, last_round, protection, first, high, ev, made, heard, silent = row
+    st = json.loads(status) if status else None
+    sp = (st or {}).get("payload") or {}
+    return {
+        "table_id": tid,
+        "prefix": prefix,
+        "state": "silent" if silent is not None else _state(sp),
+        "last_heard": heard,
+        "silent_since": silent,
+        "rejected_last_hour": counts["rejected"].get(tid, 0),
+        "table_open": bool(sp.get("table_open")),
+        "round_in_progress": sp.get("round_id"),
+        "dealer_id": sp.get("dealer_id"),
+        "devices": sp.get("devices") or {},
+        "fault": sp.get("fault"),
+        "alarms": sp.get("alarms_unacknowledged") or [],
+        "alarms_total": sp.get("alarms_unacknowledged_total") or 0,
+        "last_round": json.loads(last_round) if last_round else None,
+        "protection": json.loads(protection) if protection else None,
+        "rounds_last_hour": counts["per_hour"].get(tid, 0),
+        "first_seq": first,
+        "high_seq": high,
+        "open_gaps": counts["gaps"].get(tid, 0),
+        "record_alarms": record.get(tid, []),
+        "chain": {"event_id": ev, "made_at": made},
+        "status_time": (st or {}).get("time"),
+    }
+
+
+def _is_will(msg: Message) -> bool:
+    """An ``offline`` status: the last will is one, built when the table connected."""
+    return isinstance(msg.payload, StatusPayload) and msg.payload.state == "offline"
+
+
 def _state(status: Mapping[str, Any]) -> str:
     """online, fault, closed (online but the table is closed), offline, or unknown."""
     state = status.get("state")
@@ -918,20 +1181,6 @@ def _state(status: Mapping[str, Any]) -> str:
     if state == "online" and not status.get("table_open"):
         return "closed"
     return str(state)
-
-
-def _envelope_problem(data: Any) -> str | None:
-    if not isinstance(data, dict):
-        return "not a JSON object"
-    for name, kind in (
-        ("schema", str), ("msg_id", str), ("table_id", str), ("time", str), ("payload", dict),
-    ):  # fmt: skip
-        if not isinstance(data.get(name), kind):
-            return f"no envelope: {name} missing or not a {kind.__name__}"
-    seq = data.get("seq")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        return "no envelope: seq missing or not a whole number"
-    return None
 
 
 def round_summary(p: RoundPayload) -> dict[str, Any]:

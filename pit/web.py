@@ -1,22 +1,23 @@
 """The pit page (aiohttp): a tile per table, a table's detail and recall, live over server-sent
-events, the shift's numbers and their CSV; acknowledging an alarm sends the table a signed
-``acknowledge_alarm`` naming the supervisor.
+events, the shift's numbers and their CSV; acknowledging an alarm takes a supervisor's badge and
+PIN and sends the table a signed ``acknowledge_alarm`` naming that badge.
 
-Access: on a loopback address without a token the page is open to the machine only; with
-``[web] token_file`` (required on any other address) a person logs in with the token once (a
-JSON body, never a URL: a ``token`` in a query string is refused) and gets a session cookie;
-programs send ``Authorization: Bearer <token>``. Tokens and sessions are never logged.
+Access (``pit.access``): every request must name an allowed Host; every change is same-origin
+JSON. On a loopback address without a token the page is open to the machine only; with ``[web]
+token_file`` (required on any other address) a person logs in with the token once (a JSON body,
+never a URL: a ``token`` in a query string is refused) and gets a session cookie kept
+server-side (revoked at logout); programs send ``Authorization: Bearer <token>``. Tokens, PINs
+and sessions are never logged. Live streams are capped (``[web] max_streams``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import hmac
-import ipaddress
 import json
 import logging
+import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,7 +30,18 @@ from aiohttp import web
 
 import controller
 from pit import shift as shift_numbers
+from pit.access import (
+    Origins,
+    SessionCache,
+    is_loopback,
+    secure,
+    session_hash,
+    session_id,
+    supervisors_book,
+    token_tag,
+)
 from pit.config import PitConfig, PitConfigError, read_hex_key, read_secret
+from pit.judge import escaped
 from pit.store import Outcome, Store
 
 log = logging.getLogger("pit.web")
@@ -42,15 +54,6 @@ SESSION_COOKIE = "pit_session"
 SESSION_S = 12 * 3600
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class Hub:
@@ -112,6 +115,13 @@ class PitWeb:
             raise PitConfigError(
                 f"[web] host = {config.web.host!r} is not a loopback address: set token_file"
             )
+        self.origins = Origins.of(
+            config.web.host, config.web.allowed_hosts, config.web.allowed_origins
+        )
+        self.supervisors = supervisors_book(config.commands.supervisors_file)
+        self.sessions = SessionCache()
+        self.tag = token_tag(self.token) if self.token is not None else ""
+        self.refused = 0  # requests refused by the Host or same-origin checks
         self.hub = Hub(self._read_tiles)
         self.command_key: bytes | None = None
         if config.commands.key_file is not None:
@@ -149,41 +159,56 @@ class PitWeb:
             log.warning("pit_web_read_failed: %s", type(exc).__name__)
             return []
 
-    # --- auth ------------------------------------------------------------------------------
+    # --- auth (pit.access) ----------------------------------------------------------------
 
-    def _authorized(self, request: web.Request) -> bool:
-        if self.token is None:
-            return True
+    def _bearer(self, request: web.Request) -> bool:
         header = request.headers.get("Authorization", "")
-        if header.startswith("Bearer ") and hmac.compare_digest(
-            header[7:].strip().encode(), self.token.encode()
-        ):
+        return (
+            self.token is not None
+            and header.startswith("Bearer ")
+            and hmac.compare_digest(header[7:].strip().encode(), self.token.encode())
+        )
+
+    async def _authorized(self, request: web.Request) -> bool:
+        if self.token is None or self._bearer(request):
             return True
-        return self._session_ok(request.cookies.get(SESSION_COOKIE, ""))
+        return await self._session_ok(request.cookies.get(SESSION_COOKIE, ""))
 
-    def _session(self, expires: int) -> str:
-        """A session cookie the pit can check without keeping it (so it outlives a restart of
-        the pit): its expiry and an HMAC of it under a key derived from the token."""
-        assert self.token is not None
-        key = hashlib.sha256(b"pit-session\n" + self.token.encode()).digest()
-        mac = hmac.new(key, str(expires).encode(), hashlib.sha256).hexdigest()
-        return f"{expires}.{mac}"
-
-    def _session_ok(self, cookie: str) -> bool:
-        expires, _, _ = cookie.partition(".")
-        if not expires.isdigit() or int(expires) < time.time():
+    async def _session_ok(self, cookie: str) -> bool:
+        if not cookie or len(cookie) > 128:
             return False
-        return hmac.compare_digest(cookie.encode(), self._session(int(expires)).encode())
+        key, now = session_hash(cookie), time.time()
+        if self.sessions.fresh(key, now):
+            return True
+        expires = await self.db(lambda s: s.session_expires(key, self.tag, now))
+        if expires is None:
+            self.sessions.forget(key)
+            return False
+        self.sessions.remember(key, expires, now)
+        return True
+
+    def _refuse(self, request: web.Request, status: int, reason: str) -> web.Response:
+        self.refused += 1
+        log.warning("pit_request_refused status=%d path=%s remote=%s host=%s: %s", status,
+                    escaped(request.path, 80), request.remote,
+                    escaped(request.headers.get("Host", ""), 80), reason)  # fmt: skip
+        return web.json_response({"error": reason}, status=status)
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not self.origins.host_allowed(request):  # DNS rebinding: GETs too
+            return self._refuse(request, 421, "this page does not answer to that host")
         if "token" in request.query:
             return web.json_response(
                 {"error": "a token is never accepted in an address: log in at /login"},
                 status=400,
             )
+        if request.method not in ("GET", "HEAD"):
+            problem = self.origins.change_problem(request, self._bearer(request))
+            if problem is not None:
+                return self._refuse(request, *problem)
         open_paths = ("/login", "/api/login", "/static/")
-        if request.path.startswith(open_paths) or self._authorized(request):
+        if request.path.startswith(open_paths) or await self._authorized(request):
             response = await handler(request)
             response.headers.setdefault("Cache-Control", "no-store")
             response.headers["X-Frame-Options"] = "DENY"
@@ -194,23 +219,54 @@ class PitWeb:
         raise web.HTTPFound("/login")
 
     async def login(self, request: web.Request) -> web.Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            body = {}
-        token = str(body.get("token", "")) if isinstance(body, dict) else ""
+        body = await _json(request)
+        token = str(body.get("token", ""))
         if self.token is None:
             return web.json_response({"ok": True})
         if not hmac.compare_digest(token.encode(), self.token.encode()):
             log.warning("pit_login_refused remote=%s", request.remote)
             await asyncio.sleep(1.0)  # slows guessing down
             return web.json_response({"error": "wrong token"}, status=403)
-        session = self._session(int(time.time()) + SESSION_S)
+        cookie, now = session_id(), time.time()
+        key = session_hash(cookie)
+        await self.db(lambda s: s.session_add(key, self.tag, now, now + SESSION_S))
         response = web.json_response({"ok": True})
         response.set_cookie(
-            SESSION_COOKIE, session, httponly=True, samesite="Strict", max_age=SESSION_S
-        )
+            SESSION_COOKIE, cookie, httponly=True, samesite="Strict", max_age=SESSION_S,
+            secure=secure(request), path="/",
+        )  # fmt: skip
         return response
+
+    async def logout(self, request: web.Request) -> web.Response:
+        """The session ends here and now, server-side (a copied cookie is worth nothing)."""
+        cookie = request.cookies.get(SESSION_COOKIE, "")
+        done = False
+        if cookie:
+            key = session_hash(cookie)
+            self.sessions.forget(key)
+            done = await self.db(lambda s: s.session_revoke(key, time.time()))
+        response = web.json_response({"ok": True, "revoked": done})
+        response.del_cookie(SESSION_COOKIE, path="/")
+        return response
+
+    async def _supervisor(self, request: web.Request, body: dict[str, Any]) -> str | web.Response:
+        """The badge of the supervisor whose badge and PIN ``body`` holds, or the refusal."""
+        if self.supervisors is None:
+            return web.json_response(
+                {"error": "acknowledging from the pit takes a supervisor's badge and PIN: "
+                          "set [commands] supervisors_file"},
+                status=409,
+            )  # fmt: skip
+        badge, pin = str(body.get("badge", "")).strip(), str(body.get("pin", ""))
+        if not badge or not pin or len(badge) > 32 or len(pin) > 64:
+            return web.json_response({"error": "give the supervisor's badge and PIN"}, status=400)
+        book = self.supervisors
+        decision = await asyncio.to_thread(book.check, badge, pin, request.remote or "")
+        if not decision.allowed:
+            log.warning("pit_supervisor_refused badge=%s remote=%s why=%s", escaped(badge, 32),
+                        request.remote, decision.code)  # fmt: skip
+            return web.json_response({"error": decision.reason}, status=decision.status)
+        return badge
 
     # --- pages and data --------------------------------------------------------------------
 
@@ -280,6 +336,8 @@ class PitWeb:
     async def events(self, request: web.Request) -> web.StreamResponse:
         """The live stream: the whole floor at once (also right after a reconnect), then the
         tiles that changed."""
+        if len(self.hub.queues) >= self.config.web.max_streams:
+            return self._refuse(request, 503, "too many live pages open: try again later")
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
         )
@@ -309,12 +367,10 @@ class PitWeb:
         naming the supervisor, published to the table's command topic."""
         body = await _json(request)
         table_id, alarm_id = str(body.get("table_id", "")), str(body.get("alarm_id", ""))
-        by, note = str(body.get("by", "")).strip(), str(body.get("note", ""))[:200]
-        allowed = self.config.commands.supervisors
-        if not by or len(by) > 64:
-            return web.json_response({"error": "name the supervisor (by)"}, status=400)
-        if allowed and by not in allowed:
-            return web.json_response({"error": f"{by!r} is not a supervisor here"}, status=403)
+        note = str(body.get("note", ""))[:200]
+        by = await self._supervisor(request, body)
+        if isinstance(by, web.Response):
+            return by
         if self.command_key is None:
             return web.json_response(
                 {"error": "the pit has no command key ([commands] key_file)"}, status=409
@@ -339,10 +395,10 @@ class PitWeb:
 
     async def record_ack(self, request: web.Request) -> web.Response:
         body = await _json(request)
-        by, alarm = str(body.get("by", "")).strip(), str(body.get("id", ""))
-        allowed = self.config.commands.supervisors
-        if not by or (allowed and by not in allowed):
-            return web.json_response({"error": "name a supervisor (by)"}, status=403)
+        alarm = str(body.get("id", ""))
+        by = await self._supervisor(request, body)
+        if isinstance(by, web.Response):
+            return by
         done = await self.db(lambda s: s.acknowledge_record_alarm(alarm, by))
         if done:
             self.hub.touch(alarm.split(":", 1)[0])
@@ -358,6 +414,7 @@ class PitWeb:
                 web.get("/table/{table_id}", self._page("table.html")),
                 web.get("/login", self._page("login.html")),
                 web.post("/api/login", self.login),
+                web.post("/api/logout", self.logout),
                 web.get("/api/floor", self.floor),
                 web.get("/api/table/{table_id}", self.table),
                 web.get("/api/round/{round_id}", self.round_),
@@ -375,6 +432,14 @@ class PitWeb:
         )
         return app
 
+    def _tls(self) -> ssl.SSLContext | None:
+        w = self.config.web
+        if w.cert_file is None:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(w.cert_file, w.key_file)
+        return context
+
     def _common(self, name: str) -> Callable[[web.Request], Awaitable[web.FileResponse]]:
         async def serve(request: web.Request) -> web.FileResponse:
             return web.FileResponse(TABLE_STATIC / name)
@@ -385,11 +450,13 @@ class PitWeb:
         hub = asyncio.create_task(self.hub.run(), name="pit-hub")
         self.runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=2.0)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, self.config.web.host, self.config.web.port)
+        tls = self._tls()
+        site = web.TCPSite(self.runner, self.config.web.host, self.config.web.port, ssl_context=tls)
         await site.start()
         port = self.runner.addresses[0][1]
         host = self.config.web.host
-        self.url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
         log.info("pit_web_listening url=%s token=%s", self.url, self.token is not None)
         self.started.set()
         try:

@@ -19,6 +19,7 @@ function tileHtml(t) {
   if (alarms) badges.push(`<span class="badge crit">${alarms} alarm${alarms > 1 ? "s" : ""} to acknowledge</span>`);
   if (record) badges.push(`<span class="badge crit">record: ${esc(t.record_alarms.map((a) => a.kind).join(", "))}</span>`);
   if (t.open_gaps) badges.push(`<span class="badge warn">${t.open_gaps} missing</span>`);
+  if (t.rejected_last_hour) badges.push(`<span class="badge warn">${t.rejected_last_hour} rejected (1 h)</span>`);
   if (t.protection) badges.push(`<span class="badge warn">protection: ${esc(t.protection.test)}</span>`);
   else badges.push(`<span class="badge ok">protection ok</span>`);
   const cls = ["tile", "table-tile", t.state, alarms || record ? "alarm" : ""].join(" ");
@@ -27,15 +28,26 @@ function tileHtml(t) {
     <div class="tt-row"><span>Dealer <b>${esc(t.dealer_id || "—")}</b></span><span>Rounds/h <b>${t.rounds_last_hour}</b></span></div>
     <div class="tt-row"><span>${t.round_in_progress ? "<b>round in progress</b>" : "between rounds"}</span><span>seq <b>${t.high_seq ?? "—"}</b></span></div>
     <div class="tt-last">${lastRound(t.last_round)}</div>
+    <div class="tt-heard">last heard <span class="heard" data-heard="${t.last_heard ?? ""}">${heard(t.last_heard)}</span></div>
     <div class="tt-badges">${badges.join("")}</div></a>`;
 }
+
+// "last heard N s ago" by the pit's clock (its arrival times), not the browser's.
+let skew = 0;
+function heard(at) {
+  if (at == null || at === "") return "never";
+  const ago = Math.max(0, Math.round((Date.now() + skew) / 1000 - Number(at)));
+  return ago < 120 ? `${ago} s ago` : ago < 7200 ? `${Math.round(ago / 60)} min ago` : `${Math.round(ago / 3600)} h ago`;
+}
+function ticks() { for (const el of document.querySelectorAll("[data-heard]")) el.textContent = heard(el.dataset.heard); }
 
 function render() {
   const list = [...tiles.values()].sort((a, b) => a.table_id.localeCompare(b.table_id));
   $("tiles").innerHTML = list.map(tileHtml).join("");
   const by = (s) => list.filter((t) => t.state === s).length;
   const alarms = list.reduce((n, t) => n + (t.alarms_total || 0) + (t.record_alarms || []).length, 0);
-  $("summary").textContent = `${list.length} tables · ${by("online")} open · ${by("closed")} closed · ${by("fault")} fault · ${by("offline")} offline · ${alarms} alarms`;
+  const rejected = list.reduce((n, t) => n + (t.rejected_last_hour || 0), 0);
+  $("summary").textContent = `${list.length} tables · ${by("online")} open · ${by("closed")} closed · ${by("fault")} fault · ${by("offline")} offline · ${by("silent")} silent · ${alarms} alarms · ${rejected} rejected (1 h)`;
 }
 
 function connect() {
@@ -44,6 +56,7 @@ function connect() {
   es.addEventListener("error", () => { $("link").className = "link down"; });
   es.addEventListener("floor", (e) => {
     const data = JSON.parse(e.data);
+    skew = data.at * 1000 - Date.now();
     $("site").textContent = data.site;
     tiles.clear();
     for (const t of data.tiles) tiles.set(t.table_id, t);
@@ -52,6 +65,7 @@ function connect() {
   });
   es.addEventListener("tiles", (e) => {
     const data = JSON.parse(e.data);
+    skew = data.at * 1000 - Date.now();
     for (const t of data.tiles) tiles.set(t.table_id, t);
     window.pitReceived.push({kind: "tiles", at: Date.now(), sent: data.sent});
     render();
@@ -99,7 +113,11 @@ function soon() {
 }
 
 function clock() { $("clock").textContent = new Date().toISOString().slice(11, 19) + " UTC"; }
-clock(); setInterval(clock, 1000);
+clock(); setInterval(() => { clock(); ticks(); }, 1000);
+$("logout").addEventListener("click", async () => {
+  await fetch("/api/logout", {method: "POST", headers: {"Content-Type": "application/json"}, body: "{}"});
+  location.href = "/login";
+});
 connect();
 lastNumbers = Date.now();
 shift(); setInterval(shift, 60000);

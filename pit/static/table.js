@@ -1,5 +1,5 @@
-// A table's detail: its alarms (acknowledged from here by a signed command naming the
-// supervisor), the casino's copy of its record, and the recall of its rounds.
+// A table's detail: its alarms (acknowledged from here with a supervisor's badge and PIN, by a
+// signed command naming the badge), the casino's copy of its record, and the recall of its rounds.
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
 const tableId = decodeURIComponent(location.pathname.split("/").pop());
@@ -35,16 +35,17 @@ async function load() {
 }
 
 document.addEventListener("click", async (e) => {
-  const by = $("by").value.trim();
+  const badge = $("badge").value.trim(), pin = $("pin").value;
   const alarm = e.target.closest("[data-alarm]");
   const record = e.target.closest("[data-record]");
   const round = e.target.closest("[data-round]");
+  if ((alarm || record) && (!badge || !pin)) { alert("The supervisor's badge and PIN first"); return; }
   if (alarm) {
-    if (!by) { alert("Type the supervisor's name first"); return; }
-    await post("/api/acknowledge", {table_id: tableId, alarm_id: alarm.dataset.alarm, by});
+    await post("/api/acknowledge", {table_id: tableId, alarm_id: alarm.dataset.alarm, badge, pin});
+    $("pin").value = "";
   } else if (record) {
-    if (!by) { alert("Type the supervisor's name first"); return; }
-    await post("/api/record-ack", {id: record.dataset.record, by});
+    await post("/api/record-ack", {id: record.dataset.record, badge, pin});
+    $("pin").value = "";
     load();
   } else if (round) {
     const r = await fetch(`/api/round/${encodeURIComponent(round.dataset.round)}`);

@@ -100,3 +100,18 @@ def test_the_example_config_is_valid() -> None:
     config = load_pit_config(example)
     assert config.web.host == "127.0.0.1" and config.broker.protocol == "5"
     assert config.database_url == "sqlite:////var/lib/paigow-pit/pit.sqlite3"
+
+
+def test_verify_report_on_a_report_it_cannot_trust_says_so_in_a_line(
+    tmp_path: Path,
+) -> None:
+    """A report whose hmac is not ASCII, holds a lone surrogate, is not an object or not JSON
+    at all: 'WRONG' or one line on stderr, exit 1, never a traceback (issue 30)."""
+    config = _config(tmp_path, f"sqlite:///{tmp_path / 'pit.sqlite3'}")
+    report = tmp_path / "report.json"
+    for text in ('{"hmac": "é"}', '{"hmac": "\\ud800", "x": "\\ud800"}', "[1, 2]", "not json"):
+        report.write_text(text, encoding="utf-8")
+        result = _cli("verify-report", "--config", str(config), str(report))
+        assert result.returncode == 1, (text, result.stderr)
+        assert "Traceback" not in result.stderr, (text, result.stderr)
+        assert "WRONG" in result.stdout or len(result.stderr.strip().splitlines()) == 1

@@ -1,7 +1,8 @@
 """The pit page in Debian's Chromium (headless, playwright), at 1920×1080 and on a 1280×800
 tablet, against a pit fed by a real table daemon and simulated tables over a real Mosquitto:
 log in with the token (never in a URL), a tile per table kept live over server-sent events, a
-latched alarm acknowledged from the pit by a signed command naming the supervisor, the floor
+latched alarm acknowledged from the pit with a supervisor's badge and PIN, by a signed command
+naming the badge, the floor
 sent again right after the live stream reconnects. Screenshots: artifacts/screenshots/pit-*.png
 (docs/screens/pit-*.png with PIT_SCREENS=docs/screens)."""
 
@@ -19,6 +20,7 @@ import aiohttp
 import pytest
 from playwright import async_api as playwright_api
 
+from controller.display.dealers import hash_pin
 from pit.config import PitConfig, parse_pit_config
 from pit.service import Pit
 from pit.simfeed import SimTable, wire
@@ -31,6 +33,7 @@ from tests.pit.conftest import KEY, publish
 #: refreshes the committed ones.
 SCREENS = Path(os.environ.get("PIT_SCREENS", "")) if os.environ.get("PIT_SCREENS") else SCREENSHOTS
 WAIT_MS = 20_000
+PIN = "482915"  # supervisor S100's (the supervisors file keeps its PBKDF2 hash)
 
 
 def _secret(path: Path, text: str) -> Path:
@@ -41,10 +44,11 @@ def _secret(path: Path, text: str) -> Path:
 
 def _config(tmp: Path, broker: int, db_url: str, port: int, token: Path, key: Path) -> PitConfig:
     checkpoint = _secret(tmp / "checkpoint.key", KEY.hex())
+    supervisors = _secret(tmp / "supervisors", f"S100 {hash_pin(PIN, iterations=20_000)}")
     return parse_pit_config(
         f'[site]\nid = "demo"\n[broker]\nport = {broker}\nprotocol = "5"\nclient_id = "pit-page"\n'
         f'[database]\nurl = "{db_url}"\n[record]\ncheckpoint_key_file = "{checkpoint}"\n'
-        f'[commands]\nkey_file = "{key}"\nkey_id = "pit"\nsupervisors = ["Sam Supervisor"]\n'
+        f'[commands]\nkey_file = "{key}"\nkey_id = "pit"\nsupervisors_file = "{supervisors}"\n'
         f'[web]\nhost = "127.0.0.1"\nport = {port}\ntoken_file = "{token}"\n'
         "[protection]\nshufflers = { "
         + ", ".join(f'"PG-0{i}" = "{"MDX-2" if i % 2 else "SHF-9"} 10{i}"' for i in range(1, 7))
@@ -171,7 +175,8 @@ async def test_pit_page_live_tiles_and_acknowledge_by_signed_command(
             await page.get_by_role("row").filter(has_text="#2").click()
             await page.locator("#round").get_by_text('"round_seq": 2').wait_for(timeout=WAIT_MS)
             await page.screenshot(path=str(SCREENS / "pit-table-1920x1080.png"), full_page=True)
-            await page.fill("#by", "Sam Supervisor")
+            await page.fill("#badge", "S100")
+            await page.fill("#pin", PIN)
             await page.locator("[data-alarm]").first.click()
             await page.locator("#alarms").get_by_text("none").wait_for(timeout=WAIT_MS)
             sent = pit.web.hub  # the signed command the pit sent, named
@@ -200,10 +205,10 @@ async def test_pit_page_live_tiles_and_acknowledge_by_signed_command(
     store = Store(db_url, root="casino/demo/paigow/")
     try:
         rows = store.all("SELECT kind, by_name FROM commands")
-        assert rows == [("acknowledge_alarm", "Sam Supervisor")]
+        assert rows == [("acknowledge_alarm", "S100")]
         body = json.loads(store.all("SELECT body FROM commands")[0][0])
         assert body["table_id"] == "PG-01" and body["key_id"] == "pit" and body["signature"]
         acked = store.all("SELECT code, acked_by FROM alarms WHERE acked_by IS NOT NULL")
-        assert acked == [("command_refused", "Sam Supervisor")]
+        assert acked == [("command_refused", "S100")]
     finally:
         store.close()

@@ -1,0 +1,235 @@
+"""What the pit checks of every MQTT message before any of it reaches the database (issue 30).
+
+A message is judged alone: bounded size, then strict UTF-8, then bounded nesting (counted on
+the text, before the JSON parser sees it), then JSON without NaN or Infinity, then every value:
+integers within ±2^53, no NUL and no lone surrogate in any string or key, then the envelope,
+its ``time`` (ISO 8601 with a zone), and the payload against its schema. Whatever fails raises
+:class:`Refused` with a one-line reason; the store keeps it as a reject (escaped and bounded by
+:func:`escaped`) and the message is acknowledged like any other.
+
+What it does not protect against: a well-formed message with false content (that is what the
+record checks and, later, signatures are for).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from controller.messages import (
+    AlarmAckPayload,
+    AlarmPayload,
+    CheckpointPayload,
+    DevicePayload,
+    PlayerPayload,
+    ProtectionPayload,
+    RoundPayload,
+    StatusPayload,
+)
+
+#: The payload model of each schema the feed carries (version 1).
+PAYLOADS: dict[str, type[BaseModel]] = {
+    m.SCHEMA: m
+    for m in (
+        RoundPayload,
+        PlayerPayload,
+        AlarmPayload,
+        AlarmAckPayload,
+        ProtectionPayload,
+        CheckpointPayload,
+        DevicePayload,
+        StatusPayload,
+    )
+}
+
+#: A message larger than this is refused unread (a round of seven seats is about 4 KB).
+MAX_BYTES = 256 * 1024
+#: Nesting deeper than this is refused before parsing (the feed's messages nest about 6 deep).
+MAX_DEPTH = 32
+#: Integers beyond ±2^53 are refused (a seq, a round number, an amount: none comes near).
+MAX_INT = 2**53
+#: How much of a refused message a reject keeps, and of its reason and topic.
+REJECT_BODY = 16 * 1024
+REJECT_REASON = 500
+REJECT_TOPIC = 300
+
+# A string literal (an unterminated one runs to the end: linear, never backtracking) or a bracket.
+_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\Z)', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
+# What in a JSON text can become a value the walk refuses: 16+ digits (an integer beyond 2^53),
+# a 3-digit exponent (infinity), a NUL or surrogate escape (a raw NUL or control character is
+# not JSON, and strict UTF-8 has no surrogates). A text without any is not walked.
+_SUSPECT = re.compile(r"\d{16,}|[eE][+-]?\d{3,}|\\u0000|\\u[dD][89a-fA-F]")
+
+
+class Refused(Exception):
+    """A message the pit does not take as the table's: ``reason`` says why, in one line."""
+
+    def __init__(self, reason: str, kind: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        #: a record alarm's kind when the refusal is a finding about the table, else None
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message that passed every check: its envelope's fields and its validated payload."""
+
+    table_id: str
+    schema: str
+    msg_id: str
+    seq: int
+    time: datetime
+    replayed: bool
+    payload: BaseModel
+    text: str
+    data: dict[str, Any]
+
+
+def escaped(raw: bytes | str, limit: int) -> str:
+    """Text fit for any database and any log line: at most ``limit`` characters of ``raw``
+    (bytes read as UTF-8), every byte that is not UTF-8 as ``\\xNN``, every control character,
+    NUL and lone surrogate as ``\\xNN`` / ``\\uNNNN``."""
+    text = raw[: limit * 4].decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
+    out = []
+    for ch in text[:limit]:
+        code = ord(ch)
+        if ch in "\n\t" or (ch.isprintable() and not 0xD800 <= code <= 0xDFFF):
+            out.append(ch)
+        else:
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    return "".join(out)[:limit]
+
+
+def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
+    """Whether the JSON ``text`` nests deeper than ``limit``, counted without parsing it."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    depth = 0
+    for ch in brackets:
+        if ch in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse(payload: bytes, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """The JSON value of ``payload``, or :class:`Refused`; every value checked (module text)."""
+    if len(payload) > max_bytes:
+        raise Refused(f"{len(payload)} bytes: larger than {max_bytes}")
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Refused(f"not UTF-8 (byte {exc.start})") from None
+    if too_deep(text, max_depth):
+        raise Refused(f"nested deeper than {max_depth}")
+    try:
+        data = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        raise Refused("not JSON") from None
+    problem = value_problem(data, "") if _SUSPECT.search(text) else None
+    if problem is not None:
+        raise Refused(problem)
+    return data
+
+
+def value_problem(value: Any, where: str) -> str | None:
+    """Why a parsed JSON value cannot be stored as it is, or None."""
+    if isinstance(value, str):
+        return (
+            f"{where or 'a string'}: a NUL or a lone surrogate" if _BAD_TEXT.search(value) else None
+        )
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return None if -MAX_INT <= value <= MAX_INT else f"{where or 'a number'}: out of range"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where or 'a number'}: not finite"
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        name = f"{where}.{key}" if where else str(key)
+        if isinstance(key, str) and _BAD_TEXT.search(key):
+            return f"{where or 'an object'}: a key with a NUL or a lone surrogate"
+        problem = value_problem(item, name[:80])
+        if problem is not None:
+            return problem
+    return None
+
+
+def envelope_problem(data: Any) -> str | None:
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    for name, kind in (
+        ("schema", str), ("msg_id", str), ("table_id", str), ("time", str), ("payload", dict),
+    ):  # fmt: skip
+        if not isinstance(data.get(name), kind):
+            return f"no envelope: {name} missing or not a {kind.__name__}"
+    seq = data.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        return "no envelope: seq missing or not a whole number"
+    if not data["msg_id"] or len(data["msg_id"]) > 128 or len(data["table_id"]) > 64:
+        return "no envelope: msg_id or table_id empty or too long"
+    return None
+
+
+def claimed_time(text: str) -> datetime:
+    """The envelope's ``time``: ISO 8601 with its zone, or :class:`Refused`."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise Refused(f"time {escaped(text, 40)!r} is not an ISO 8601 time") from None
+    if when.tzinfo is None:
+        raise Refused(f"time {escaped(text, 40)!r} has no zone")
+    return when
+
+
+def read(
+    payload: bytes, topic_table: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH
+) -> Message:
+    """The message in ``payload`` sent on ``topic_table``'s topic, or :class:`Refused`."""
+    data = parse(payload, max_bytes=max_bytes, max_depth=max_depth)
+    problem = envelope_problem(data)
+    if problem is not None:
+        raise Refused(problem)
+    table_id, schema = data["table_id"], data["schema"]
+    if topic_table != table_id:
+        raise Refused(
+            f"on table {escaped(topic_table, 64)}'s topic, the message says {escaped(table_id, 64)}"
+        )
+    model = PAYLOADS.get(schema)
+    if model is None or data.get("version") != 1:
+        raise Refused(
+            f"unknown schema {escaped(schema, 64)} v{escaped(str(data.get('version')), 20)}"
+        )
+    when = claimed_time(data["time"])
+    try:
+        body = model.model_validate(data["payload"])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise Refused(f"{schema}: {escaped(where, 80)}: {escaped(first['msg'], 200)}") from None
+    return Message(
+        table_id=table_id,
+        schema=schema,
+        msg_id=data["msg_id"],
+        seq=data["seq"],
+        time=when,
+        replayed=bool(data.get("replayed")),
+        payload=body,
+        text=payload.decode("utf-8"),
+        data=data,
+    )
