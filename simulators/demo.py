@@ -112,6 +112,16 @@ def demo_command_keys(workdir: Path) -> Path:
     return path
 
 
+def demo_feed_key(workdir: Path) -> Path:
+    """The demo table's own feed key, made here as the package's postinst makes it at install
+    (``feed-key init``), so the table reads it and does not warn that it had to make one."""
+    from controller.mqtt.feed_key import create_feed_key
+
+    path = workdir / "feed.key"
+    create_feed_key(path)
+    return path
+
+
 _STATUS_WORDS = {"settled": "settled", "dead": "dead", "misdeal": "misdealt", "void": "void"}
 
 
@@ -196,10 +206,10 @@ class DemoMqtt:
         )
         return cls("127.0.0.1", broker.port, out, broker)
 
-    def config_extra(self, command_keys: Path) -> str:
+    def config_extra(self, command_keys: Path, feed_key: Path) -> str:
         return (
             f'\n[mqtt]\nhost = "{self.host}"\nport = {self.port}\nkeepalive = 10\n'
-            f'command_keys_file = "{command_keys}"\n'
+            f'command_keys_file = "{command_keys}"\nfeed_key_file = "{feed_key}"\n'
         )
 
     def services(self, prefix: str) -> list[Service]:
@@ -352,11 +362,12 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         mqtt = DemoMqtt.from_args(args, workdir, out)  # None: MQTT off
         pin, pin_file = demo_pin(workdir)
         keys = demo_command_keys(workdir)
+        feed_key = demo_feed_key(workdir)
         config = demo_config(
             workdir,
             journal_path,
             extra=display_config(args.http_port, pin_file)
-            + (mqtt.config_extra(keys) if mqtt else ""),
+            + (mqtt.config_extra(keys, feed_key) if mqtt else ""),
         )
         bias = getattr(args, "bias", None)
         shuffler = ShufflerSimulator(

@@ -106,12 +106,14 @@ def test_verify_report_on_a_report_it_cannot_trust_says_so_in_a_line(
     tmp_path: Path,
 ) -> None:
     """A report whose hmac is not ASCII, holds a lone surrogate, is not an object or not JSON
-    at all: 'WRONG' or one line on stderr, exit 1, never a traceback (issue 30)."""
+    at all: 'WRONG' (exit 1, a finding) or one line on stderr (exit 65, not a report: the exit
+    codes of controller/cli/exits.py), never a traceback (issue 30)."""
     config = _config(tmp_path, f"sqlite:///{tmp_path / 'pit.sqlite3'}")
     report = tmp_path / "report.json"
-    for text in ('{"hmac": "é"}', '{"hmac": "\\ud800", "x": "\\ud800"}', "[1, 2]", "not json"):
+    cases = {'{"hmac": "é"}': 1, '{"hmac": "\\ud800", "x": "\\ud800"}': 1, "[1, 2]": 65}
+    for text, code in {**cases, "not json": 65}.items():
         report.write_text(text, encoding="utf-8")
         result = _cli("verify-report", "--config", str(config), str(report))
-        assert result.returncode == 1, (text, result.stderr)
+        assert result.returncode == code, (text, result.stderr)
         assert "Traceback" not in result.stderr, (text, result.stderr)
         assert "WRONG" in result.stdout or len(result.stderr.strip().splitlines()) == 1
