@@ -4,7 +4,9 @@ whole suite still runs everything on both cores (`make test`; docs/architecture.
 A test is marked by what it uses, never by hand-kept lists of names:
 - by its fixtures (``FIXTURE_MARKS``): a broker, a browser, a built package, the census;
 - by the helpers its module runs (``HELPER_MARKS``): a whole table daemon, a private Mosquitto;
-- by the database it is given (``db_url``'s PostgreSQL parameter).
+- by the database it is given (``db_url``'s PostgreSQL parameter);
+- by its own mark only where no fixture or helper shows it: a test that runs the daemon or the
+  demo as a subprocess says ``@pytest.mark.daemon``, one that walks every hand ``exhaustive``.
 
 `make check` deselects ``daemon``, ``browser``, ``broker``, ``database``, ``package``,
 ``exhaustive`` and ``slow``. Under pytest-xdist (``--dist loadgroup``) each module runs on one

@@ -58,6 +58,7 @@ def test_a_taken_port_is_one_line_naming_it_and_the_option(
     assert time.monotonic() - started < 10  # before any daemon or broker starts
 
 
+@pytest.mark.daemon  # runs the demo: whole table daemons as subprocesses
 def test_a_fresh_demo_warns_of_nothing(tmp_path: Path) -> None:
     """A first start is not a change of House Way, and unsigned commands in a demo are said as
     what they are, not as a warning."""
@@ -117,6 +118,7 @@ def _until(what: str, check: Any, timeout: float = 90.0) -> Any:
     raise AssertionError(f"no {what} within {timeout} s")
 
 
+@pytest.mark.daemon  # runs the demo: whole table daemons as subprocesses
 def test_the_pit_demo_shows_every_page_and_an_alarm_to_acknowledge() -> None:
     proc = subprocess.Popen(
         paigow_table("demo", "--tables", "2", "--interval", "1", "--http-port", "0"),

@@ -99,6 +99,7 @@ def test_the_fast_path_is_the_rules(hand: list[int], wheel: Rules) -> None:
         assert not fast.is_foul and sorted(fast.cards) == sorted(hand)
 
 
+@pytest.mark.exhaustive  # every rank pattern of the shipped table
 def test_the_shipped_classic_table_is_what_its_rules_give() -> None:
     low = Rules(wheel_rank="lowest")
     tables = {r: load_table(r, CLASSIC.table_files[0], CLASSIC.digest) for r in WHEELS}

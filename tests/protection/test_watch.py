@@ -126,6 +126,7 @@ def test_each_biased_device_is_caught(name: str, test: str, within: int) -> None
     json.dumps(finding.to_dict())
 
 
+@pytest.mark.slow  # 20,000 rounds through every check: half a minute
 def test_fair_devices_raise_no_alarm_in_20000_rounds() -> None:
     watch = Watch()
     sc, r = scenario("fair"), random.Random(2026)
