@@ -232,9 +232,17 @@ def seal_of(round_id: str, status: str, reason: str | None, result: str | None) 
 _NOTHING: Any = object()  # no chained record of a kept state
 
 #: Table state kept across restarts whose every change is chained (latched alarms, the seats, the
-#: dealer signed in, game protection's state): the names controller/daemon.py remembers.
+#: dealer signed in, game protection's state, the House Way, the last row a start verified): the
+#: names controller/kept_state.py remembers.
 KEPT_STATE = frozenset(
-    {"latched_alarms", "occupied_seats", "dealer_signed_in", "protection_state", "house_way"}
+    {
+        "latched_alarms",
+        "occupied_seats",
+        "dealer_signed_in",
+        "protection_state",
+        "house_way",
+        "chain_verified",
+    }
 )
 
 
@@ -842,6 +850,12 @@ class Journal:
         if recorded is not _NOTHING:
             return recorded
         return self._meta_value(name)
+
+    def chained_state(self, name: str) -> Any:
+        """The last chained record of the kept state ``name``, never ``meta`` (None if there is
+        none): what a start may trust where an edit of ``meta`` would matter."""
+        recorded = self._recorded_state(name)
+        return None if recorded is _NOTHING else recorded
 
     def _meta_value(self, name: str) -> Any:
         with self._lock:
