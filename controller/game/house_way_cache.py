@@ -263,6 +263,8 @@ class HouseWayCache:
     entries: dict[bytes, Entry] = field(default_factory=dict)
     misses: int = 0
     setter: Setter = house_way
+    #: The compact table an entry is read from when ``entries`` lacks it (see :meth:`lazy`).
+    table: PatternTable | None = None
 
     @classmethod
     def packaged(cls, rules: Rules = DEFAULT_RULES) -> HouseWayCache:
@@ -271,6 +273,12 @@ class HouseWayCache:
         entries = {key: table.entry(key) for key in table.index}
         return cls(rules, {k: e for k, e in entries.items() if e is not None})
 
+    @classmethod
+    def lazy(cls, rules: Rules = DEFAULT_RULES) -> HouseWayCache:
+        """The same answers as :meth:`packaged`, each entry read from the compact table when
+        asked: a running table does not hold 67,600 entry objects (about 20 MB; issue 32)."""
+        return cls(rules, table=load_table(rules))
+
     def entry(self, ordered: Sequence[int]) -> Entry | None:
         """The entry for seven distinct codes in ascending order; None when the hand may make a
         flush (only the rule code sets it)."""
@@ -278,6 +286,8 @@ class HouseWayCache:
             return None
         key = pattern_key(ordered)
         found = self.entries.get(key)
+        if found is None and self.table is not None:
+            found = self.table.entry(key)
         if found is None:
             self.misses += 1
             found = self.entries[key] = entry_of(ordered, self.rules, self.setter)

@@ -26,6 +26,7 @@ async def test_damaged_kept_state_neither_stops_the_start_nor_vanishes(tmp_path:
         monitor = t.protection
         assert monitor is not None and monitor.watch.rounds == 0  # started afresh
         result = await t.deal(rng_number=3)
+        await t.service("protection").observed()  # the statistics run after the publish
         assert result.status == "settled" and monitor.watch.rounds == 1
 
 
