@@ -263,8 +263,8 @@ class HouseWayCache:
     entries: dict[bytes, Entry] = field(default_factory=dict)
     misses: int = 0
     setter: Setter = house_way
-    #: The compact table an entry is read from when ``entries`` lacks it (see :meth:`lazy`).
-    table: PatternTable | None = None
+    #: At most this many entries are kept (then they are forgotten and refilled); None: all.
+    limit: int | None = None
 
     @classmethod
     def packaged(cls, rules: Rules = DEFAULT_RULES) -> HouseWayCache:
@@ -274,10 +274,11 @@ class HouseWayCache:
         return cls(rules, {k: e for k, e in entries.items() if e is not None})
 
     @classmethod
-    def lazy(cls, rules: Rules = DEFAULT_RULES) -> HouseWayCache:
-        """The same answers as :meth:`packaged`, each entry read from the compact table when
-        asked: a running table does not hold 67,600 entry objects (about 20 MB; issue 32)."""
-        return cls(rules, table=load_table(rules))
+    def lazy(cls, rules: Rules = DEFAULT_RULES, limit: int = 4096) -> HouseWayCache:
+        """The same answers as :meth:`packaged`, each from the rule code when first asked (about
+        a millisecond) and at most ``limit`` kept: a running table holds neither the 67,600
+        entries (about 20 MB) nor the table file's index (about 12 MB; issue 32)."""
+        return cls(rules, limit=limit)
 
     def entry(self, ordered: Sequence[int]) -> Entry | None:
         """The entry for seven distinct codes in ascending order; None when the hand may make a
@@ -286,10 +287,10 @@ class HouseWayCache:
             return None
         key = pattern_key(ordered)
         found = self.entries.get(key)
-        if found is None and self.table is not None:
-            found = self.table.entry(key)
         if found is None:
             self.misses += 1
+            if self.limit is not None and len(self.entries) >= self.limit:
+                self.entries.clear()  # bounded: a running table's memory stays flat
             found = self.entries[key] = entry_of(ordered, self.rules, self.setter)
         return found
 
