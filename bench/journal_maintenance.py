@@ -102,7 +102,9 @@ def main() -> int:
         )
 
         def archive() -> Any:
-            with Journal.open(path, TABLE) as j:
+            # Two days on, by the journal's clock: retention removes nothing younger than a day.
+            later = datetime.now(UTC) + timedelta(days=2)
+            with Journal.open(path, TABLE, clock=lambda: later) as j:
                 return archive_rounds(
                     j, before=datetime(2100, 1, 1, tzinfo=UTC), directory=work / "archive"
                 )

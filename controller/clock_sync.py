@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 from pathlib import Path
 
@@ -53,13 +54,24 @@ class _Timex(ctypes.Structure):
     ]
 
 
-def kernel_state() -> bool | None:
-    """The kernel's view (adjtimex with no modes: reads, changes nothing); None if refused."""
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library, found once (``find_library`` runs ``ldconfig``: milliseconds each time)."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None
     try:
-        libc = ctypes.CDLL(name, use_errno=True)
+        return ctypes.CDLL(name, use_errno=True)
+    except OSError:
+        return None
+
+
+def kernel_state() -> bool | None:
+    """The kernel's view (adjtimex with no modes: reads, changes nothing); None if refused."""
+    libc = _libc()
+    if libc is None:
+        return None
+    try:
         timex = _Timex()
         state = libc.adjtimex(ctypes.byref(timex))
     except (OSError, AttributeError):

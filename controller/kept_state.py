@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from controller.journal import Journal, Transaction
+from controller.journal import Journal, JournalError, Transaction
 from controller.messages import AlarmPayload
 from controller.table import KeptTableState
 
@@ -30,7 +30,8 @@ PROTECTION_KEY = "protection_state"
 DEALER_KEY = "dealer_signed_in"
 #: The House Way the table deals by (name and digest): a change is journaled at start.
 HOUSE_WAY_KEY = "house_way"
-#: The last chained row (id, link) a start verified: the next start checks from there.
+#: The last chained row (id, link) a start verified: the next start checks from there (kept state,
+#: chained: an edit of ``meta`` cannot move it forward).
 CHAIN_VERIFIED_KEY = "chain_verified"
 
 
@@ -96,7 +97,10 @@ def record_house_way(journal: Journal, name: str, digest: str) -> bool:
 def latched_at_start(
     journal: Journal, clock: Callable[[], datetime], describe: Callable[[BaseException], str]
 ) -> list[AlarmPayload]:
-    """The latched alarms the journal kept, and those the start itself raises on the record."""
+    """The latched alarms the journal kept, and those the start itself raises on the record.
+    The start's own alarms are journaled (an ``alarm`` event each) and latched in the chained
+    record at once, like any other alarm: putting ``meta`` back and restarting does not erase
+    them (issue 32, K1). One already latched with the same code and detail is not raised again."""
 
     def critical(code: str, detail: str) -> AlarmPayload:
         return AlarmPayload(
@@ -108,23 +112,18 @@ def latched_at_start(
             ack_required=True,
         )
 
-    kept = journal.remembered(LATCHED_KEY)
-    alarms: list[AlarmPayload] = []
-    for record in kept if isinstance(kept, list) else ([] if kept is None else [kept]):
-        try:
-            alarms.append(AlarmPayload.model_validate(record))
-        except ValidationError as exc:
-            log.error("latched_alarm_unreadable", error=str(exc).splitlines()[0])
-            alarms.append(
-                critical(
-                    "latched_alarm_unreadable",
-                    "a latched alarm kept in the journal could not be read: look at the journal "
-                    "(paigow-table audit recall) before acknowledging this",
-                )
-            )
+    kept, unreadable = _kept_latched(journal)
+    raised = [
+        critical(
+            "latched_alarm_unreadable",
+            "a latched alarm kept in the journal could not be read: look at the journal "
+            "(paigow-table audit recall) before acknowledging this",
+        )
+        for _ in range(unreadable)
+    ]
     broken = _chain_since_last_start(journal, describe)
     if broken:
-        alarms.append(
+        raised.append(
             critical(
                 "journal_chain_broken",
                 f"the journal's hash chain is broken ({broken}): it was edited outside the "
@@ -135,14 +134,51 @@ def latched_at_start(
     if edited:
         # meta is not chained: the table went by the chained record; someone edited meta.
         log.error("kept_state_edited", names=edited)
-        alarms.append(
+        raised.append(
             critical(
                 "kept_state_edited",
                 f"the journal's kept {', '.join(edited)} was edited outside the table; the "
                 "table uses what its hash chain recorded (paigow-table audit verify names it)",
             )
         )
+    seen = {(a.code, a.detail) for a in kept}
+    new = [a for a in raised if (a.code, a.detail) not in seen]
+    alarms = kept + new
+    if new or unreadable:
+        _journal_start_alarms(journal, new, alarms, describe)
     return alarms
+
+
+def _kept_latched(journal: Journal) -> tuple[list[AlarmPayload], int]:
+    """The latched alarms as the chained record holds them, and how many could not be read."""
+    kept = journal.remembered(LATCHED_KEY)
+    alarms: list[AlarmPayload] = []
+    unreadable = 0
+    for record in kept if isinstance(kept, list) else ([] if kept is None else [kept]):
+        try:
+            alarms.append(AlarmPayload.model_validate(record))
+        except ValidationError as exc:
+            log.error("latched_alarm_unreadable", error=str(exc).splitlines()[0])
+            unreadable += 1
+    return alarms, unreadable
+
+
+def _journal_start_alarms(
+    journal: Journal,
+    raised: list[AlarmPayload],
+    latched: list[AlarmPayload],
+    describe: Callable[[BaseException], str],
+) -> None:
+    """The start's alarms on the chained record: an ``alarm`` event each and the latched alarms
+    (a ``state_kept`` event). A journal that refuses the write is the daemon's fault to find at
+    its first event; the alarms are still latched in memory."""
+    try:
+        with journal.transaction() as tx:
+            for alarm in raised:
+                tx.record_event("alarm", alarm, alarm.round_id)
+            save_latched(tx, {a.alarm_id: a for a in latched if a.alarm_id})
+    except (sqlite3.Error, OSError, JournalError) as exc:
+        log.error("start_alarms_not_journaled", error=describe(exc))
 
 
 def _chain_since_last_start(journal: Journal, describe: Callable[[BaseException], str]) -> str:
@@ -153,8 +189,12 @@ def _chain_since_last_start(journal: Journal, describe: Callable[[BaseException]
     from controller.journal.audit import verify_chain_since
     from controller.journal.store import open_read_only
 
-    kept = journal.remembered(CHAIN_VERIFIED_KEY)
-    start = (int(kept[0]), str(kept[1])) if isinstance(kept, list) and len(kept) == 2 else (0, "")
+    # Chained kept state, never ``meta`` (issue 32, N11′): setting ``meta`` forward skips nothing.
+    kept = journal.chained_state(CHAIN_VERIFIED_KEY)
+    start = (0, "")
+    with contextlib.suppress(TypeError, ValueError):
+        if isinstance(kept, list) and len(kept) == 2:
+            start = (int(kept[0]), str(kept[1]))
     try:
         with contextlib.closing(open_read_only(journal.path)) as conn:
             head, findings = verify_chain_since(conn, start)

@@ -22,6 +22,12 @@ is on disk now, every file and link of the three trees in path order, so any cha
 not, changes the answer. A development checkout installed in editable mode is reported as
 unverifiable, not as a mismatch.
 
+The environment cannot redirect it: :func:`seal` makes the installed commands start the
+interpreter with ``-I`` (isolated: no ``PYTHON*`` variable — ``PYTHONPATH``, ``PYTHONHOME``,
+``PYTHONPYCACHEPREFIX`` for bytecode kept elsewhere, ``PYTHONSTARTUP`` — no user site, no current
+directory on the path, so no ``sitecustomize`` from there), and ``check_software`` and
+``authenticate`` report a process that was started otherwise (a finding: ``run`` refuses).
+
 What it cannot do: the check runs in the program it checks. Someone with root on the table
 computer can change the checker and the manifest together; a regulator's tool that reads the
 disk itself (or compares ``authenticate``'s answer with the one its own copy of the release
@@ -207,10 +213,65 @@ def _editable() -> bool:
     return bool(isinstance(direct, dict) and direct.get("dir_info", {}).get("editable"))
 
 
+def isolation() -> tuple[str, ...]:
+    """What of the environment could change what this process imports or which bytecode it runs
+    (empty: none could). The installed commands start the interpreter with ``-I`` (their
+    shebang, made so by :func:`seal`): no ``PYTHON*`` variable (``PYTHONPATH``, ``PYTHONHOME``,
+    ``PYTHONPYCACHEPREFIX``, ``PYTHONSTARTUP``, …), no user site and no current directory."""
+    found = []
+    if not sys.flags.isolated:
+        found.append(
+            "interpreter not isolated (started without -I: PYTHON* variables, the user site "
+            "and the current directory can change what it imports)"
+        )
+    if sys.pycache_prefix:
+        found.append(f"bytecode read from outside the installation ({sys.pycache_prefix})")
+    return tuple(found)
+
+
+#: What the installed commands start Python with: isolated (-I), and writing no bytecode (-B: the
+#: installation is sealed, and -I ignores PYTHONDONTWRITEBYTECODE). One word: a shebang passes
+#: one argument.
+FLAGS = " -IB"
+#: The line pip writes instead of a shebang when the interpreter's path is too long for one.
+_SH_EXEC = "'''exec' "
+
+
+def _isolate_scripts(trees: Trees) -> list[Path]:
+    """Make this distribution's console scripts start the interpreter with ``-I``: pip writes
+    ``#!<python>`` (or, for a long path, a ``/bin/sh`` line that execs it), with no way to ask
+    for flags. Returns the scripts changed."""
+    try:
+        names = [
+            e.name
+            for e in metadata.distribution(DISTRIBUTION).entry_points
+            if e.group == "console_scripts"
+        ]
+    except metadata.PackageNotFoundError:
+        return []
+    changed = []
+    for name in names:
+        script = trees.prefix / "bin" / name
+        if not script.is_file():
+            continue
+        lines = script.read_text(encoding="utf-8").split("\n")
+        at = 1 if lines[0] == "#!/bin/sh" and len(lines) > 1 else 0
+        line = lines[at]
+        if " -I" in line or not (line.startswith("#!") or line.startswith(_SH_EXEC)):
+            continue
+        # "#!/venv/bin/python" → "… -IB";  '''exec' "/venv/bin/python" "$0" "$@" → "… -I "$0" …"
+        lines[at] = line.rstrip() + FLAGS if at == 0 else line.replace(' "$0"', FLAGS + ' "$0"', 1)
+        script.write_text("\n".join(lines), encoding="utf-8")
+        changed.append(script)
+    return changed
+
+
 def seal(prefix: Path | None = None) -> tuple[Path, int]:
-    """Write the manifest of the installation at ``prefix`` (default: this one) as it is now.
-    Returns its path and the number of entries."""
+    """Write the manifest of the installation at ``prefix`` (default: this one) as it is now,
+    after making its commands start isolated (``-I``). Returns its path and the number of
+    entries."""
     trees = Trees.current(prefix)
+    _isolate_scripts(trees)
     entries = scan(trees)
     text = render(entries, trees, _version())
     tmp = trees.manifest.with_suffix(".tmp")
@@ -231,13 +292,20 @@ class SoftwareCheck:
     outside: tuple[str, ...] = ()  # modules or sys.path entries from outside the sealed trees
     unsealed: str = ""  # why there is no manifest to check against
     digest: str = ""  # SHA-256 of the manifest: one id of the release as sealed
+    #: What of the environment could change what runs (:func:`isolation`; empty with -I).
+    environment: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         if self.editable:
             return True
         return not (
-            self.mismatched or self.missing or self.unlisted or self.outside or self.unsealed
+            self.mismatched
+            or self.missing
+            or self.unlisted
+            or self.outside
+            or self.unsealed
+            or self.environment
         )
 
     @property
@@ -251,6 +319,7 @@ class SoftwareCheck:
             *(f"{m} (missing)" for m in self.missing),
             *(f"{u} (not in the package)" for u in self.unlisted),
             *(f"{o} (loaded from outside the installation)" for o in self.outside),
+            *self.environment,
         ]
 
     def summary(self) -> str:
@@ -262,7 +331,10 @@ class SoftwareCheck:
                 "(seal the installation: paigow-table software seal, as the user who installed it)"
             )
         if self.ok:
-            return f"paigow-table {self.version}: {self.files} files verified ({self.digest[:16]})"
+            return (
+                f"paigow-table {self.version}: {self.files} files verified ({self.digest[:16]}); "
+                "the interpreter is isolated from the environment (-I)"
+            )
         changed = self.findings()
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
         return (
@@ -307,6 +379,7 @@ def check_software(prefix: Path | None = None) -> SoftwareCheck:
         unlisted=tuple(sorted(found.keys() - expected.keys())),
         outside=tuple(_outside(trees)),
         digest=hashlib.sha256(raw).hexdigest(),
+        environment=isolation(),
     )
 
 
@@ -331,6 +404,9 @@ def authenticate(nonce: str, prefix: Path | None = None) -> dict[str, object]:
         "nonce": nonce,
         "files": len(entries),
         "hmac_sha256": mac.hexdigest(),
+        # What is on disk says nothing of what this process ran unless nothing outside could
+        # redirect it (isolation(): -I, no bytecode prefix).
+        "isolated": not isolation(),
     }
 
 

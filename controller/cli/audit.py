@@ -59,14 +59,19 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _verify_feed(args: argparse.Namespace) -> bool:
+    from pathlib import Path
+
     from controller.journal.audit import read_feed, verify_feed
     from controller.journal.checkpoints import read_hex_key
 
     key = _key(args.checkpoint_key, read_hex_key) if args.checkpoint_key else None
     existing_file(args.feed, "feed")
+    for archive in args.archives or []:
+        existing_file(archive, "archive")
     try:
         with open(args.feed, encoding="utf-8") as lines:
-            feed = verify_feed(args.journal, read_feed(list(lines)), key)
+            archives = [Path(a) for a in args.archives or []]
+            feed = verify_feed(args.journal, read_feed(list(lines)), key, archives)
     except (UnicodeDecodeError, ValueError) as exc:
         raise CliError(EXIT_DATAERR, f"feed {args.feed}: not a copy of the feed: {exc}") from None
     for finding in feed.findings:
@@ -262,6 +267,13 @@ def _register_audit(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--feed",
         help="the casino's copy of the table's feed (`monitor --json` lines, or envelopes): "
         "every round sent must be in the journal as sent; checkpoints in it are checked too",
+    )
+    v.add_argument(
+        "--archives",
+        action="append",
+        metavar="PATH",
+        help="with --feed: an archive file or directory retention wrote (repeatable); a round the "
+        "journal calls archived must be in one, as sent, else it is a finding",
     )
     v.add_argument(
         "--way",

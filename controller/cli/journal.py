@@ -86,7 +86,12 @@ def cmd_verify_archive(args: argparse.Namespace) -> int:
             return 2
     worst = 0
     for name in args.files:
-        ok, line = verify_archive(name, key)
+        if args.journal:  # also: the journal's chained archived event names it and its rows
+            from controller.journal.audit import check_archive
+
+            ok, line = check_archive(args.journal, name, key)
+        else:
+            ok, line = verify_archive(name, key)
         print(line, file=sys.stdout if ok else sys.stderr, flush=True)
         worst = worst or (0 if ok else 1)
     return worst
@@ -132,6 +137,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     v = actions.add_parser("verify-archive", help="check archive files and their checksums")
     v.add_argument("files", nargs="+")
     v.add_argument("--key-file", help="check a signed export's signature with this key (hex)")
+    v.add_argument(
+        "--journal",
+        help="the journal archived from: check that its chained archived event names the file "
+        "and exactly the rows it holds, all older than its cutoff",
+    )
     v.set_defaults(func=cmd_verify_archive)
     b = actions.add_parser(
         "backup",

@@ -423,6 +423,13 @@ class DisplayConfig(_Model):
         "('paigow-table kiosk') buys the kiosk's credential with it, which keeps the kiosk "
         "served under a flood; without it a random token is made at start, known to no launcher",
     )
+    allowed_hosts: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]{1,253}$")]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="further host names the pages may be reached by (what a browser puts in "
+        "Host, without the port), besides localhost, addresses and host: any other name is "
+        "refused, as DNS rebinding",
+    )
     max_connections: int = Field(
         default=256,
         ge=8,

@@ -16,8 +16,11 @@ Neither rule gives the kiosk anything the table computer's other programs lack: 
 credential (kiosk.py, a cookie only the holder of the kiosk token gets) is asked only by the
 limits (guard.py), to keep the kiosk served under a flood from that same address.
 
-Loopback clients must also name a loopback host (or the configured one) in ``Host``, so a web
-page elsewhere cannot reach the table through DNS rebinding; and a request that changes anything
+Every client, loopback or remote, for every path (static files too), must also name in ``Host``
+a loopback name, an address, the configured host or one of ``[display] allowed_hosts``, and the
+port the server listens on if it names a port, so a web page elsewhere cannot reach the table
+through DNS rebinding (the server's middleware asks :meth:`AccessPolicy.host_allowed` first); and
+a request that changes anything
 must carry an ``Origin`` naming this server's own origin (a browser sends it with every POST;
 a cross-site form or a ``no-cors`` fetch cannot forge it).
 """
@@ -75,12 +78,23 @@ def is_loopback_address(remote: str | None) -> bool:
 
 def _host_name(host_header: str) -> str:
     """The host part of a ``Host`` header (``[::1]:8080`` → ``::1``, ``a:80`` → ``a``)."""
+    return _host_and_port(host_header)[0]
+
+
+def _host_and_port(host_header: str) -> tuple[str, int | None]:
+    """A ``Host`` header's name and port (None when it names none; -1 when it is no port)."""
     host = host_header.strip().lower()
+    port = ""
     if host.startswith("["):
-        return host[1:].split("]", 1)[0]
-    if host.count(":") == 1:
-        return host.split(":", 1)[0]
-    return host
+        name, _, rest = host[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else rest
+    elif host.count(":") == 1:
+        name, port = host.split(":", 1)
+    else:
+        name = host
+    if not port:
+        return name, None
+    return name, int(port) if port.isdigit() and len(port) <= 5 else -1
 
 
 def presented_token(request: web.BaseRequest) -> str | None:
@@ -137,16 +151,25 @@ class AccessPolicy:
     token: str | None = None
     configured_host: str = "127.0.0.1"
     remote_dealer_input: bool = False
+    #: Further names the server may be addressed by (``[display] allowed_hosts``), lower-case.
+    allowed_hosts: frozenset[str] = frozenset()
     sessions: Sessions = field(default_factory=Sessions, compare=False, repr=False)
     kiosk: KioskKey = field(default_factory=KioskKey, compare=False, repr=False)
 
-    def host_allowed(self, host_header: str | None) -> bool:
-        """A loopback client must address the server by a loopback name or address, or by the
-        configured host (a ``Host`` naming some other site is a DNS-rebinding attempt)."""
+    def host_allowed(self, host_header: str | None, local_port: int | None = None) -> bool:
+        """Every client must address the server by a loopback name, an address, the configured
+        host or one of ``allowed_hosts``, and by the port it listens on (``local_port``, when
+        known) if it names one: a ``Host`` naming some other site is a DNS-rebinding attempt."""
         if not host_header:
             return False
-        name = _host_name(host_header)
-        if name in LOOPBACK_NAMES or name == self.configured_host.lower():
+        name, port = _host_and_port(host_header)
+        if port is not None and local_port is not None and port != local_port:
+            return False
+        if (
+            name in LOOPBACK_NAMES
+            or name == self.configured_host.lower()
+            or name in self.allowed_hosts
+        ):
             return True
         try:
             ipaddress.ip_address(name)

@@ -259,6 +259,9 @@ async def _access(
     request: web.Request, handler: Handler, policy: AccessPolicy
 ) -> web.StreamResponse:
     """The access rules, then the handler (the middleware's body, inside the guard's count)."""
+    if not policy.host_allowed(request.headers.get("Host"), _local_port(request)):
+        # A name the server is not known by (DNS rebinding): nothing at all, static files too.
+        return _refused(request, Decision(403, "unexpected Host header"))
     if request.path.startswith("/static/"):
         return await handler(request)
     if "token" in request.query:
@@ -269,6 +272,15 @@ async def _access(
     if request.method not in READS and request.content_type != "application/json":
         return _error(415, "a request that changes anything must be application/json")
     return await _handle(request, handler)
+
+
+def _local_port(request: web.Request) -> int | None:
+    """The port the connection reached (None when the transport cannot say)."""
+    transport = request.transport
+    sockname = transport.get_extra_info("sockname") if transport is not None else None
+    if isinstance(sockname, tuple) and len(sockname) >= 2 and isinstance(sockname[1], int):
+        return sockname[1]
+    return None
 
 
 def _decide(request: web.Request, policy: AccessPolicy) -> Decision:
@@ -938,6 +950,7 @@ class DisplayService:
             token=_secret(cfg.read_supervisor_token, "supervisor_token_file"),
             configured_host=self.host or cfg.host,
             remote_dealer_input=self.remote_dealer_input or cfg.remote_dealer_input,
+            allowed_hosts=frozenset(h.lower() for h in cfg.allowed_hosts),
             kiosk=self._kiosk_key(cfg.kiosk_token_file),
         )
         last = await asyncio.to_thread(history.last_round, host.journal)

@@ -263,6 +263,8 @@ class HouseWayCache:
     entries: dict[bytes, Entry] = field(default_factory=dict)
     misses: int = 0
     setter: Setter = house_way
+    #: At most this many entries are kept (then they are forgotten and refilled); None: all.
+    limit: int | None = None
 
     @classmethod
     def packaged(cls, rules: Rules = DEFAULT_RULES) -> HouseWayCache:
@@ -270,6 +272,13 @@ class HouseWayCache:
         table = load_table(rules)
         entries = {key: table.entry(key) for key in table.index}
         return cls(rules, {k: e for k, e in entries.items() if e is not None})
+
+    @classmethod
+    def lazy(cls, rules: Rules = DEFAULT_RULES, limit: int = 4096) -> HouseWayCache:
+        """The same answers as :meth:`packaged`, each from the rule code when first asked (about
+        a millisecond) and at most ``limit`` kept: a running table holds neither the 67,600
+        entries (about 20 MB) nor the table file's index (about 12 MB; issue 32)."""
+        return cls(rules, limit=limit)
 
     def entry(self, ordered: Sequence[int]) -> Entry | None:
         """The entry for seven distinct codes in ascending order; None when the hand may make a
@@ -280,6 +289,8 @@ class HouseWayCache:
         found = self.entries.get(key)
         if found is None:
             self.misses += 1
+            if self.limit is not None and len(self.entries) >= self.limit:
+                self.entries.clear()  # bounded: a running table's memory stays flat
             found = self.entries[key] = entry_of(ordered, self.rules, self.setter)
         return found
 

@@ -18,10 +18,20 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol
 
+from controller.clock import iso
+from controller.journal.archive_file import read_archive
 from controller.journal.checkpoints import sign_checkpoint
-from controller.journal.store import KEPT_STATE, chain_link, open_read_only, seal_of
+from controller.journal.store import (
+    KEPT_STATE,
+    MIN_RETENTION,
+    chain_link,
+    open_read_only,
+    seal_of,
+)
 from controller.words import words
 
 BATCH = 5_000
@@ -56,6 +66,7 @@ class AuditReport:
     anchors: int = 0  # links after rows an older retention removed: not checkable against them
     bridged: int = 0  # links after rows retention removed, checked against the link it kept
     rounds: int = 0
+    archives: int = 0  # chained archived events checked (a prefix, old enough)
     sealed: int = 0
     recomputed: int = 0  # rounds dealt again from their device events, agreeing or not
     findings: list[Finding] = field(default_factory=list)
@@ -100,6 +111,8 @@ class _Archived:
     round_seqs: list[tuple[int, int]] = field(default_factory=list)
     links: dict[int, str] = field(default_factory=dict)  # last removed id of a run → its link
     legacy: bool = False  # an archived event from before round seqs and links were named
+    #: Each chained ``archived`` event: its row, its time and what it says, in row order.
+    records: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
 
 
 def _archived(conn: sqlite3.Connection) -> _Archived:
@@ -107,8 +120,9 @@ def _archived(conn: sqlite3.Connection) -> _Archived:
     (its own row is then a finding of the chain walk)."""
     found = _Archived()
     legacy = False
-    for (payload,) in conn.execute(
-        "SELECT payload FROM events WHERE kind = 'archived' AND chain IS NOT NULL"
+    for row, at, payload in conn.execute(
+        "SELECT id, at, payload FROM events WHERE kind = 'archived' AND chain IS NOT NULL "
+        "ORDER BY id"
     ):
         try:
             data = json.loads(payload)
@@ -116,11 +130,64 @@ def _archived(conn: sqlite3.Connection) -> _Archived:
             found.round_seqs.extend((int(a), int(b)) for a, b in data.get("round_seqs", []))
             found.links.update({int(k): str(v) for k, v in data.get("links", {}).items()})
             legacy = legacy or "links" not in data
+            found.records.append((int(row), str(at), data))
         except (ValueError, TypeError, AttributeError):
             continue  # an unreadable one explains no gap
     found.event_ids.sort()
     found.round_seqs.sort()
-    return _Archived(found.event_ids, found.round_seqs, found.links, legacy)
+    return _Archived(found.event_ids, found.round_seqs, found.links, legacy, found.records)
+
+
+def _check_archived(conn: sqlite3.Connection, archived: _Archived, report: AuditReport) -> None:
+    """Retention removes only the oldest rounds, only old ones (issue 32): each chained
+    ``archived`` event's rounds follow the rounds archived before it with no gap, come before
+    every round still in the journal, and were opened before its cutoff, itself at least
+    :data:`MIN_RETENTION` before the event. (Journals archived before round numbers were named
+    are not held to the prefix.)"""
+    if archived.legacy:
+        return
+    lowest = conn.execute("SELECT min(seq) FROM rounds").fetchone()[0]
+    done = 0  # the last round number archived so far
+    for row, at, data in archived.records:
+        report.archives += 1
+        for detail in _archived_problems(data, at, done, lowest):
+            report.findings.append(Finding(f"an archived event {detail}", row=row))
+        seqs = [int(b) for _a, b in data.get("round_seqs", [])]
+        done = max([done, *seqs])
+
+
+def _archived_problems(
+    data: dict[str, Any], at: str, done: int, lowest: int | None
+) -> Iterator[str]:
+    """What is wrong with one ``archived`` event (``done``: the rounds archived before it run to
+    this number; ``lowest``: the lowest round number still in the journal)."""
+    before, newest = data.get("before"), data.get("newest_opened_at")
+    if not isinstance(before, str):
+        yield "names no cutoff: the age of the rounds it removed cannot be told"
+    else:
+        latest = datetime.fromisoformat(at.replace("Z", "+00:00")) - MIN_RETENTION
+        if before > iso(latest):
+            yield (
+                f"removed rows younger than {MIN_RETENTION.days} day(s): its cutoff {before} "
+                f"is later than {iso(latest)}"
+            )
+        if isinstance(newest, str) and newest >= before:
+            yield f"removed a round opened at {newest}, not before its cutoff {before}"
+    runs = sorted((int(a), int(b)) for a, b in data.get("round_seqs", []))
+    expected = done + 1
+    for first, last in runs:
+        if first != expected:
+            yield (
+                f"removed rounds #{first}–#{last}, but round #{expected} came before them: "
+                "retention removes only the oldest rounds (deleted from the middle?)"
+            )
+            break
+        expected = last + 1
+    if runs and lowest is not None and runs[-1][1] >= lowest:
+        yield (
+            f"removed rounds up to #{runs[-1][1]}, but round #{lowest} before them is still in "
+            "the journal: retention removes only the oldest rounds (deleted from the middle)"
+        )
 
 
 def _covered(ranges: list[tuple[int, int]], first: int, last: int) -> bool:
@@ -261,6 +328,7 @@ def verify_journal(path: str | os.PathLike[str], replay: Replay | None = None) -
             )
         _check_kept_state(conn, walk.kept, report)
         _check_round_seqs(conn, archived, report)
+        _check_archived(conn, archived, report)
         for round_id, seq, status, reason, result in conn.execute(
             "SELECT round_id, seq, status, reason, result FROM rounds ORDER BY seq"
         ):
@@ -405,12 +473,92 @@ def _check_round_seqs(conn: sqlite3.Connection, archived: _Archived, report: Aud
         expected = seq + 1
 
 
+# --- an archive against the journal's record of it ---------------------------------------------
+
+
+def _file_sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _naming_event(archived: _Archived, path: Path) -> tuple[int, dict[str, Any]] | None:
+    """The chained ``archived`` event that names this file (its name and SHA-256), if any."""
+    digest = ""
+    for row, _at, data in archived.records:
+        if data.get("archive") == path.name:
+            digest = digest or _file_sha256(path)
+            if data.get("sha256") == digest:
+                return row, data
+    return None
+
+
+def _archive_differs(data: dict[str, Any], items: list[dict[str, Any]]) -> str:
+    """How an archive file's contents differ from the ``archived`` event that names it ("")."""
+    rounds = [i for i in items if i.get("type") == "round"]
+    ids = [int(e["id"]) for r in rounds for e in r.get("events", [])]
+    ids += [int(i["id"]) for i in items if i.get("type") == "event"]
+    seqs = sorted(int(r["seq"]) for r in rounds)
+    named_seqs = [n for a, b in data.get("round_seqs", []) for n in range(int(a), int(b) + 1)]
+    named_ids = [n for a, b in data.get("event_ids", []) for n in range(int(a), int(b) + 1)]
+    if seqs != named_seqs:
+        return "its rounds are not the rounds the journal's archived event removed"
+    if sorted(ids) != named_ids:
+        return "its events are not the rows the journal's archived event removed"
+    before = str(data.get("before", ""))
+    young = [str(r["opened_at"]) for r in rounds if str(r["opened_at"]) >= before]
+    young += [str(i["at"]) for i in items if i.get("type") == "event" and str(i["at"]) >= before]
+    if young:
+        return f"it holds rows from {min(young)}, not before the cutoff {before}"
+    return ""
+
+
+def check_archive(
+    journal: str | os.PathLike[str], path: str | os.PathLike[str], key: bytes | None = None
+) -> tuple[bool, str]:
+    """An archive file against the journal it was archived from (``journal verify-archive
+    --journal``): the file verifies, a chained ``archived`` event names it by name and SHA-256,
+    and it holds exactly the rounds and rows that event removed, all older than its cutoff."""
+    ok, line, items = read_archive(path, key)
+    if not ok:
+        return False, line
+    name = Path(path).name
+    try:
+        with contextlib.closing(_open(journal)) as conn:
+            named = _naming_event(_archived(conn), Path(path))
+    except (sqlite3.Error, OSError) as exc:
+        return False, f"{name}: the journal {journal} cannot be read: {exc}"
+    if named is None:
+        return False, f"{name}: no archived event of the journal names this file (and its SHA-256)"
+    differs = _archive_differs(named[1], items)
+    if differs:
+        return False, f"{name}: {differs} (event row {named[0]})"
+    return True, f"{line}; the journal's archived event row {named[0]} names it and its rows"
+
+
+def _held_in_archives(
+    conn: sqlite3.Connection, archived: _Archived, archives: list[Path]
+) -> dict[str, dict[str, Any]]:
+    """The rounds held by the given archive files (directories: their ``*.jsonl.gz``) that
+    verify and that a chained ``archived`` event names with their contents, by round id."""
+    files = [f for a in archives for f in (sorted(a.glob("*.jsonl.gz")) if a.is_dir() else [a])]
+    held: dict[str, dict[str, Any]] = {}
+    for file in files:
+        ok, _line, items = read_archive(file)
+        named = _naming_event(archived, file) if ok else None
+        if named is None or _archive_differs(named[1], items):
+            continue
+        held.update({str(i["round_id"]): i for i in items if i.get("type") == "round"})
+    return held
+
+
 # --- the casino's copy of the feed ------------------------------------------------------------
 
 
 @dataclass
 class FeedReport:
     rounds: int = 0  # rounds the feed holds, checked against the journal
+    archived: int = 0  # of them, rounds the journal calls archived that no archive given holds
     checkpoints: int = 0
     unsigned: int = 0  # checkpoints compared without checking their HMAC (no key given)
     findings: list[Finding] = field(default_factory=list)
@@ -440,12 +588,16 @@ def read_feed(lines: Iterator[str] | list[str]) -> Iterator[dict[str, Any]]:
 
 
 def verify_feed(
-    path: str | os.PathLike[str], messages: Iterator[dict[str, Any]], key: bytes | None = None
+    path: str | os.PathLike[str],
+    messages: Iterator[dict[str, Any]],
+    key: bytes | None = None,
+    archives: list[Path] | None = None,
 ) -> FeedReport:
     """The journal against the casino's copy of the table's feed: every round the table sent
     must be in the journal as it was last sent (a deleted round, a rewritten one and a cut tail
-    are found: the copy is outside the table's reach), unless retention archived it; every
-    checkpoint in it must match the chain (and its HMAC, with ``key``)."""
+    are found: the copy is outside the table's reach) or, if retention archived it, in one of
+    the ``archives`` (files or directories) that the journal's chained ``archived`` event names,
+    as it was sent; every checkpoint in it must match the chain (and its HMAC, with ``key``)."""
     report = FeedReport()
     last_sent: dict[str, tuple[int, dict[str, Any]]] = {}
     checkpoints: list[dict[str, Any]] = []
@@ -465,9 +617,10 @@ def verify_feed(
             checkpoints.append(body)
     with contextlib.closing(_open(path)) as conn:
         archived = _archived(conn)
+        held = _held_in_archives(conn, archived, archives or [])
         for _, sent in sorted(last_sent.values(), key=lambda r: r[1].get("round_seq", 0)):
             report.rounds += 1
-            _check_sent_round(conn, archived, sent, report)
+            _check_sent_round(conn, archived, sent, report, held)
         for body in checkpoints:
             report.checkpoints += 1
             _check_sent_checkpoint(conn, archived, body, key, report)
@@ -475,15 +628,31 @@ def verify_feed(
 
 
 def _check_sent_round(
-    conn: sqlite3.Connection, archived: _Archived, sent: dict[str, Any], report: FeedReport
+    conn: sqlite3.Connection,
+    archived: _Archived,
+    sent: dict[str, Any],
+    report: FeedReport,
+    held: dict[str, dict[str, Any]],
 ) -> None:
-    """A round as the table last sent it against the journal's row."""
+    """A round as the table last sent it against the journal's row (or, for a round the
+    journal says it archived, against the archive that holds it)."""
     round_id, round_seq = str(sent["round_id"]), sent.get("round_seq")
     row = conn.execute(
         "SELECT status, result FROM rounds WHERE round_id = ?", (round_id,)
     ).fetchone()
-    if row is None:
+    if row is None and round_id in held:
+        row = (held[round_id].get("status"), json.dumps(held[round_id].get("result")))
+    elif row is None:
         if isinstance(round_seq, int) and _covered(archived.round_seqs, round_seq, round_seq):
+            report.archived += 1
+            report.findings.append(
+                Finding(
+                    "the journal says retention archived it, but no archive given holds it "
+                    "as the table sent it (give the archive files: --archives)",
+                    round_id,
+                    round_seq,
+                )
+            )
             return
         report.findings.append(
             Finding(
@@ -495,10 +664,10 @@ def _check_sent_round(
         )
         return
     try:
-        held = json.loads(row[1]) if row[1] is not None else None
+        stored = json.loads(row[1]) if row[1] is not None else None
     except ValueError:
-        held = None
-    if row[0] != sent.get("status") or held != sent:
+        stored = None
+    if row[0] != sent.get("status") or stored != sent:
         report.findings.append(
             Finding(
                 f"the journal holds it as {row[0]}, not as the table sent it "

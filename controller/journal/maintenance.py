@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
-import hmac
 import json
 import os
 import sqlite3
@@ -28,8 +27,20 @@ from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
 from controller.clock import iso
+from controller.journal.archive_file import (
+    ARCHIVE_FORMAT,
+    ARCHIVE_VERSION,
+    read_archive,
+    trailer_mac,
+)
 from controller.journal.schema import SCHEMA_VERSION
-from controller.journal.store import EventRecord, Journal, JournalError, RoundRecord
+from controller.journal.store import (
+    MIN_RETENTION,
+    EventRecord,
+    Journal,
+    JournalError,
+    RoundRecord,
+)
 
 #: Above this size the start-up check is ``quick_check`` (O(N), no index cross-checks).
 FULL_CHECK_MAX_BYTES = 256 * 2**20
@@ -43,8 +54,6 @@ EXIT_UNREADABLE = 74  # EX_IOERR: an I/O error, no permission, a full disk (not 
 #: SQLite errors that say the file could not be read or opened, not that it is damaged.
 _IO_CODES = ("SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_FULL", "SQLITE_READONLY", "SQLITE_BUSY")
 
-ARCHIVE_FORMAT = "paigow-journal-archive"
-ARCHIVE_VERSION = 1
 
 #: The tables and columns this program writes (schema 1); a journal without them is not ours.
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -382,7 +391,7 @@ def _write_archive(
                 "sha256": digest.hexdigest(),
             }
             if key is not None:
-                trailer["hmac_sha256"] = _trailer_mac(key, trailer["sha256"])
+                trailer["hmac_sha256"] = trailer_mac(key, trailer["sha256"])
             gz.write((json.dumps(trailer, separators=(",", ":")) + "\n").encode())
         raw.flush()
         os.fsync(raw.fileno())
@@ -431,12 +440,14 @@ def archive_rounds(
     batch: int = 1000,
     now: datetime | None = None,
 ) -> ArchiveReport:
-    """Archive this table's closed rounds opened before ``before`` (and loose events older than
-    it) in files of up to ``batch`` rounds, deleting each batch only after its file is on disk.
-    Rounds whose messages still wait in the outbox stay for a later run."""
+    """Archive this table's oldest closed rounds opened before ``before`` (and loose events
+    older than it) in files of up to ``batch`` rounds, deleting each batch only after its file
+    is on disk. Only a prefix goes: the first round that is open, or whose messages still wait
+    in the outbox, stops the run there (a later run takes it and those after it). ``before`` is
+    at most :data:`MIN_RETENTION` before the journal's clock (a later one is taken as that)."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    cutoff = iso(before)
+    cutoff = iso(min(before, journal.clock() - MIN_RETENTION))
     files: list[Path] = []
     rounds = events = 0
     while True:
@@ -467,6 +478,7 @@ def archive_rounds(
                     [r.round_id for r in records],
                     [e.id for e in loose],
                     (path.name, hashlib.sha256(path.read_bytes()).hexdigest()),
+                    before=cutoff,
                 )
         except BaseException:
             # The rows stay; the file would duplicate them in the next run's archive.
@@ -479,10 +491,6 @@ def archive_rounds(
         if len(records) < batch and len(loose) < batch * 10:
             break
     return ArchiveReport(tuple(files), rounds, events, journal.pending_old_rounds(cutoff))
-
-
-def _trailer_mac(key: bytes, sha256_hex: str) -> str:
-    return hmac.new(key, sha256_hex.encode("ascii"), hashlib.sha256).hexdigest()
 
 
 def export_rounds(
@@ -521,57 +529,8 @@ def export_rounds(
 def verify_archive(path: str | os.PathLike[str], key: bytes | None = None) -> tuple[bool, str]:
     """Check an archive file: its sidecar's SHA-256, the trailer's SHA-256 of the lines, the
     header's counts and, with ``key``, the trailer's signature. Returns (ok, one line)."""
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-        sidecar = p.with_name(p.name + ".sha256")
-        if sidecar.exists():
-            want = sidecar.read_text(encoding="utf-8").split()[0]
-            if hashlib.sha256(data).hexdigest() != want:
-                return False, f"{p.name}: the file does not match its .sha256"
-        text = gzip.decompress(data).decode("utf-8")
-    except (OSError, EOFError, UnicodeDecodeError, IndexError) as exc:
-        return False, f"{p.name}: unreadable: {exc}"
-    lines = text.splitlines(keepends=True)
-    if len(lines) < 2:
-        return False, f"{p.name}: no header and trailer"
-    try:
-        trailer = json.loads(lines[-1])
-        header = json.loads(lines[0])
-    except json.JSONDecodeError as exc:
-        return False, f"{p.name}: not JSON lines: {exc}"
-    body = "".join(lines[:-1]).encode("utf-8")
-    if (
-        trailer.get("type") != "trailer"
-        or trailer.get("sha256") != hashlib.sha256(body).hexdigest()
-    ):
-        return False, f"{p.name}: the lines do not match the trailer's SHA-256"
-    if header.get("format") != ARCHIVE_FORMAT:
-        return False, f"{p.name}: not a {ARCHIVE_FORMAT} file"
-    signed = "hmac_sha256" in trailer
-    if key is not None and (
-        not signed
-        or not hmac.compare_digest(
-            str(trailer["hmac_sha256"]), _trailer_mac(key, str(trailer["sha256"]))
-        )
-    ):
-        return False, f"{p.name}: not signed with this key"
-    items = [json.loads(line) for line in lines[1:-1]]
-    rounds = [i for i in items if i.get("type") == "round"]
-    events = sum(len(r["events"]) for r in rounds) + sum(i.get("type") == "event" for i in items)
-    if len(rounds) != header.get("rounds") or events != header.get("events"):
-        return False, f"{p.name}: the counts do not match the header"
-    signature = (
-        ", signature ok"
-        if key is not None
-        else ", signed (give the key to check the signature)"
-        if signed
-        else ""
-    )
-    return True, (
-        f"{p.name}: ok, table {header['table_id']}, {len(rounds)} rounds and {events} events "
-        f"from {header['from']} to {header['to']}{signature}"
-    )
+    ok, line, _items = read_archive(path, key)
+    return ok, line
 
 
 def print_progress(stream: TextIO = sys.stderr) -> Callable[[str, int], None]:

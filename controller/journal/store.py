@@ -22,6 +22,7 @@ neither the rows nor the sequence numbers, so the sequence has no gaps.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import sqlite3
@@ -29,7 +30,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -231,10 +232,22 @@ def seal_of(round_id: str, status: str, reason: str | None, result: str | None) 
 
 _NOTHING: Any = object()  # no chained record of a kept state
 
+#: Retention never removes a round or an event younger than this (``delete_archived`` refuses;
+#: ``audit verify`` finds an ``archived`` event whose cutoff is younger).
+MIN_RETENTION = timedelta(days=1)
+
 #: Table state kept across restarts whose every change is chained (latched alarms, the seats, the
-#: dealer signed in, game protection's state): the names controller/daemon.py remembers.
+#: dealer signed in, game protection's state, the House Way, the last row a start verified): the
+#: names controller/kept_state.py remembers.
 KEPT_STATE = frozenset(
-    {"latched_alarms", "occupied_seats", "dealer_signed_in", "protection_state", "house_way"}
+    {
+        "latched_alarms",
+        "occupied_seats",
+        "dealer_signed_in",
+        "protection_state",
+        "house_way",
+        "chain_verified",
+    }
 )
 
 
@@ -427,31 +440,34 @@ class Transaction:
         round_ids: Sequence[str],
         event_ids: Sequence[int],
         archive: tuple[str, str] | None = None,
+        *,
+        before: str,
     ) -> None:
         """Remove rounds (with their events) and loose events that an archive file now holds
-        (``archive``: its name and SHA-256). Refused if a round is open or still has messages
-        waiting for the broker. The chained ``archived`` event names the rows, the round
-        numbers, the archive and, for each run of removed rows, the last one's link, so the row
-        after the gap is still checked (docs/audit.md)."""
+        (``archive``: its name and SHA-256), all older than ``before`` (ISO), itself at least
+        :data:`MIN_RETENTION` before this transaction. Only the oldest rounds go: the rounds
+        removed must be this table's lowest round numbers (a prefix), closed, with no message
+        waiting for the broker, each opened before ``before``. The chained ``archived`` event
+        names the rows, the round numbers, the cutoff, the archive and, for each run of removed
+        rows, the last one's link, so the row after the gap is still checked (docs/audit.md)."""
         conn = self._conn
-        for round_id in round_ids:
+        if before > iso(self._time - MIN_RETENTION):
+            raise JournalError(
+                f"cutoff {before} is less than {MIN_RETENTION.days} day(s) before now: "
+                "retention removes only older rounds"
+            )
+        seqs, newest = self._removable_prefix(round_ids, before)
+        for event_id in event_ids:
             row = conn.execute(
-                "SELECT status, (SELECT count(*) FROM outbox o WHERE o.round_id = r.round_id) "
-                "FROM rounds r WHERE round_id = ? AND table_id = ?",
-                (round_id, self._journal.table_id),
+                "SELECT round_id, at, kind FROM events WHERE id = ?", (event_id,)
             ).fetchone()
-            if row is None or row[0] == RoundStatus.OPEN or row[1]:
-                raise JournalError(f"round {round_id} cannot be removed: open or with messages")
+            if row is None or row[0] is not None or row[1] >= before or row[2] == "archived":
+                raise JournalError(f"event row {event_id} cannot be removed: not an old loose one")
         removed = [
             int(i)
             for r in round_ids
             for (i,) in conn.execute("SELECT id FROM events WHERE round_id = ?", (r,))
         ] + [int(e) for e in event_ids]
-        seqs = sorted(
-            int(seq)
-            for r in round_ids
-            for (seq,) in conn.execute("SELECT seq FROM rounds WHERE round_id = ?", (r,))
-        )
         runs = _ranges(sorted(removed))
         links = {
             str(last): link
@@ -471,10 +487,46 @@ class Transaction:
             "event_ids": runs,
             "round_seqs": _ranges(seqs),
             "links": links,
+            "before": before,
+            "newest_opened_at": newest,
         }
         if archive is not None:
             record["archive"], record["sha256"] = archive
         self.record_event("archived", record)
+
+    def _removable_prefix(self, round_ids: Sequence[str], before: str) -> tuple[list[int], str]:
+        """The round numbers of ``round_ids`` (sorted) and the newest opening time among them,
+        if they are this table's oldest rounds, closed, sent and opened before ``before``."""
+        conn = self._conn
+        seqs: list[int] = []
+        newest = ""
+        for round_id in round_ids:
+            row = conn.execute(
+                "SELECT status, seq, opened_at, "
+                "(SELECT count(*) FROM outbox o WHERE o.round_id = r.round_id) "
+                "FROM rounds r WHERE round_id = ? AND table_id = ?",
+                (round_id, self._journal.table_id),
+            ).fetchone()
+            if row is None or row[0] == RoundStatus.OPEN or row[3]:
+                raise JournalError(f"round {round_id} cannot be removed: open or with messages")
+            if row[2] >= before:
+                raise JournalError(f"round {round_id} cannot be removed: opened after {before}")
+            seqs.append(int(row[1]))
+            newest = max(newest, str(row[2]))
+        seqs.sort()
+        oldest = [
+            int(seq)
+            for (seq,) in conn.execute(
+                "SELECT seq FROM rounds WHERE table_id = ? ORDER BY seq LIMIT ?",
+                (self._journal.table_id, len(seqs)),
+            )
+        ]
+        if seqs != oldest:
+            raise JournalError(
+                "only the oldest rounds can be removed: rounds "
+                f"{', '.join(f'#{n}' for n in sorted(set(seqs) - set(oldest))[:5])} are not"
+            )
+        return seqs, newest
 
     def enqueue(
         self,
@@ -759,20 +811,22 @@ class Journal:
     def archive_candidates(
         self, before: str, limit: int
     ) -> tuple[list[RoundRecord], list[EventRecord]]:
-        """The oldest closed rounds of this table opened before ``before`` (ISO time) whose
-        messages have all been sent, with their events; and loose events (of no round) older
-        than ``before`` — at most ``limit`` rounds and ``10 × limit`` loose events."""
+        """This table's oldest rounds (a prefix, by round number) that are closed, opened before
+        ``before`` (ISO time) and whose messages have all been sent, with their events — up to
+        the first that is not, and at most ``limit``; and loose events (of no round) older than
+        ``before``, at most ``10 × limit``, never an ``archived`` event nor the last
+        ``state_kept`` record of a name (what a start trusts)."""
         with self._lock:
             conn = self._connection
             rows = conn.execute(
-                f"SELECT {self._ROUND_COLUMNS} FROM rounds r WHERE table_id = ? "
-                "AND status != 'open' AND opened_at < ? "
-                "AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.round_id = r.round_id) "
-                "ORDER BY seq LIMIT ?",
-                (self.table_id, before, limit),
+                f"SELECT {self._ROUND_COLUMNS}, status = 'open' OR opened_at >= ? "
+                "OR EXISTS (SELECT 1 FROM outbox o WHERE o.round_id = r.round_id) "
+                "FROM rounds r WHERE table_id = ? ORDER BY seq LIMIT ?",
+                (before, self.table_id, limit),
             ).fetchall()
+            prefix = list(itertools.takewhile(lambda row: not row[-1], rows))
             events: dict[str, list[EventRecord]] = {}
-            for row in rows:
+            for row in prefix:
                 events[row[0]] = [
                     EventRecord(e[0], e[1], e[2], e[3], json.loads(e[4]))
                     for e in conn.execute(
@@ -786,11 +840,13 @@ class Journal:
                 for e in conn.execute(
                     "SELECT id, round_id, at, kind, payload FROM events "
                     "WHERE round_id IS NULL AND at < ? AND kind != 'archived' "
+                    "AND id NOT IN (SELECT max(id) FROM events WHERE kind = 'state_kept' "
+                    "GROUP BY json_extract(payload, '$.name')) "
                     "ORDER BY id LIMIT ?",
                     (before, 10 * limit),
                 )
             ]
-        return [self._round(r, tuple(events[r[0]])) for r in rows], loose
+        return [self._round(r[:-1], tuple(events[r[0]])) for r in prefix], loose
 
     def pending_old_rounds(self, before: str) -> int:
         """Closed rounds opened before ``before`` kept because their messages still wait."""
@@ -842,6 +898,12 @@ class Journal:
         if recorded is not _NOTHING:
             return recorded
         return self._meta_value(name)
+
+    def chained_state(self, name: str) -> Any:
+        """The last chained record of the kept state ``name``, never ``meta`` (None if there is
+        none): what a start may trust where an edit of ``meta`` would matter."""
+        recorded = self._recorded_state(name)
+        return None if recorded is _NOTHING else recorded
 
     def _meta_value(self, name: str) -> Any:
         with self._lock:

@@ -1,8 +1,9 @@
-"""Signed checkpoints of the journal's hash chain on MQTT (docs/audit.md), a service: at every
-round's close and, while events come, every ``[mqtt] checkpoint_interval`` seconds, the chain's
-head signed with the checkpoint key is journaled (a ``checkpoint`` event) and queued on
-``<prefix>checkpoint``. The casino keeps anchors the table cannot rewrite, up to the last round
-closed. Nothing is signed while the table is in a journal fault (nothing can be journaled).
+"""Signed checkpoints of the journal's hash chain on MQTT (docs/audit.md), a service: just after
+every round's close (once its messages had their turn) and, while events come, every ``[mqtt]
+checkpoint_interval`` seconds, the chain's head signed with the checkpoint key is journaled (a
+``checkpoint`` event) and queued on ``<prefix>checkpoint``. The casino keeps anchors the table
+cannot rewrite, up to the last round closed. Nothing is signed while the table is in a journal
+fault (nothing can be journaled).
 
 Each checkpoint names the one before it: the row it anchored and the hash the journal holds
 there now, read from the journal each time (``ChainReader``), so a history rewritten or cut
@@ -18,6 +19,8 @@ prove a tail that was cut.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections import deque
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -25,6 +28,7 @@ from controller.clock import iso
 from controller.journal.checkpoints import ChainReader, sign_checkpoint
 from controller.messages import CheckpointPayload
 from controller.ports import EffectSource, EventRecorder, OutboxStore, TableView
+from controller.services.later import SETTLE_S
 from controller.table import Effect, RoundClosed
 
 
@@ -47,6 +51,9 @@ class CheckpointService:
         self._previous_chain: str | None = None
         self._reader: ChainReader | None = None
         self._host: CheckpointHost | None = None
+        self._closed = asyncio.Event()  # a round closed since the last checkpoint
+        #: The chain's head at each close not yet checkpointed.
+        self._closes: deque[tuple[int, str]] = deque()
 
     async def run(self, host: CheckpointHost) -> None:
         self._host = host
@@ -57,17 +64,35 @@ class CheckpointService:
         host.subscribe(self._on_effect)
         try:
             while True:
-                await asyncio.sleep(self.tick)
-                self.checkpoint(host, host.clock())
+                await self._next(host)
         finally:
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None
 
+    async def _next(self, host: CheckpointHost) -> None:
+        """Wait for a close or the tick, then checkpoint."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._closed.wait(), self.tick)
+        if not self._closed.is_set():
+            self.checkpoint(host, host.clock())
+            return
+        # A checkpoint is a durable commit of its own: after the round's messages had their
+        # turn, never inside the listener (controller/services/later.py). Each close gets its
+        # own, of the chain as it stood at that close.
+        self._closed.clear()
+        await asyncio.sleep(SETTLE_S)
+        while self._closes:
+            at_close = self._closes.popleft()
+            self.checkpoint(host, host.clock(), every_round=True, position=at_close)
+
     def _on_effect(self, effect: Effect) -> None:
         # Every close anchored outside the table: the casino's copy proves the tail.
         if isinstance(effect, RoundClosed) and self._host is not None:
-            self.checkpoint(self._host, self._host.clock(), every_round=True)
+            position = self._host.journal.chain_position()  # one indexed read
+            if position is not None:
+                self._closes.append(position)
+                self._closed.set()
 
     def _link(self) -> dict[str, Any]:
         """What the new checkpoint names of the one before it: its row, and the hash the
@@ -82,15 +107,22 @@ class CheckpointService:
             chain = self._previous_chain
         return {"prev_event_id": previous, "prev_chain": chain}
 
-    def checkpoint(self, host: CheckpointHost, now: datetime, *, every_round: bool = False) -> None:
-        """A checkpoint now, if events came since the last (and, between rounds, if the
-        interval passed)."""
+    def checkpoint(
+        self,
+        host: CheckpointHost,
+        now: datetime,
+        *,
+        every_round: bool = False,
+        position: tuple[int, str] | None = None,
+    ) -> None:
+        """A checkpoint now of the chain's head (or of ``position``, the head at a round's
+        close), if events came since the last (and, between rounds, if the interval passed)."""
         if host.table.fault is not None:
             return
         last = self.last
         if not every_round and last is not None and (now - last[0]).total_seconds() < self.interval:
             return
-        position = host.journal.chain_position()
+        position = position or host.journal.chain_position()
         if position is None or (last is not None and position[0] == last[1]):
             return
         body: dict[str, Any] = {

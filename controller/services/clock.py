@@ -39,7 +39,9 @@ class ClockSyncService:
     async def run(self, host: ClockHost) -> None:
         await asyncio.sleep(self.first_look)
         while True:
-            state = self.probe()
+            # In a thread: the probe reads the kernel (and the first time finds the C library),
+            # which must not stall the loop between a deal's last card and its publish.
+            state = await asyncio.to_thread(self.probe)
             if state is not None and state != self.state:
                 self.state = state
                 host.put_nowait(ClockSync(synchronized=state))

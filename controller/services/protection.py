@@ -3,12 +3,15 @@
 on the table's queue as events (a latched ``game_protection`` alarm and the ``protection``
 message), its state kept in the journal — saved in the transaction that journals its alarm or
 the alarm's acknowledgement (``keep``), and every ``SAVE_EVERY`` rounds. Acknowledging such an
-alarm restarts its test: the device was looked at or swapped.
+alarm restarts its test: the device was looked at or swapped. The statistics run in the
+service's own task at a quiet moment after the round was published, never in the listener
+(controller/services/later.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -21,6 +24,7 @@ from controller.kept_state import save_protection
 from controller.messages import RoundPayload
 from controller.ports import EffectSource, EventSink, OutboxStore, StateStore, TableView
 from controller.protection import ProtectionConfig, Watch, observation_from_round
+from controller.services.later import quiet_moment
 from controller.table import (
     AlarmAcknowledged,
     Effect,
@@ -136,6 +140,11 @@ class ProtectionService:
     def __init__(self, settings: ProtectionSettings, saved: object = None) -> None:
         self.monitor = ProtectionMonitor(settings, saved)
         self._host: ProtectionHost | None = None
+        #: Settled rounds heard but not yet observed (the listener only notes them).
+        self._waiting: deque[RoundPayload] = deque()
+        self._arrived = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     def panel(self) -> dict[str, Any]:
         """What the supervisor's Game protection panel shows."""
@@ -157,11 +166,25 @@ class ProtectionService:
         for finding in self.monitor.replay(host.journal, host.clock()):
             host.put_nowait(finding)
         host.subscribe(self._on_effect)
-        await asyncio.Event().wait()  # the listener does the work
+        while True:
+            await self._arrived.wait()
+            self._arrived.clear()
+            # Off the path from the last card to the publish: the statistics wait for a quiet
+            # moment (controller/services/later.py).
+            await quiet_moment(host)
+            while self._waiting:
+                self._observe(host, self._waiting.popleft())
+            self._idle.set()
 
     def _on_effect(self, effect: Effect) -> None:
-        if isinstance(effect, RoundClosed) and self._host is not None:
-            self._observe(self._host, effect.payload)
+        if isinstance(effect, RoundClosed) and effect.payload.status == "settled":
+            self._waiting.append(effect.payload)
+            self._idle.clear()
+            self._arrived.set()
+
+    async def observed(self, timeout: float = 10.0) -> None:
+        """Wait until every settled round heard so far has been observed (tests, tools)."""
+        await asyncio.wait_for(self._idle.wait(), timeout)
 
     def _observe(self, host: ProtectionHost, payload: RoundPayload) -> None:
         """The settled round once it is journaled; its findings come back as events, after the

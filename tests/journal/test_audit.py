@@ -8,7 +8,7 @@ import gzip
 import hashlib
 import json
 import sqlite3
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -75,7 +75,8 @@ def test_every_edit_is_found_and_names_its_round(
 
 def test_retention_gaps_are_not_deletions(demo_journal: Path, tmp_path: Path) -> None:
     path = copy_journal(demo_journal, tmp_path)
-    with Journal.open(path, "PG-DEMO") as journal:
+    later = datetime.now(UTC) + timedelta(days=2)  # retention removes nothing younger than a day
+    with Journal.open(path, "PG-DEMO", clock=lambda: later) as journal:
         report = archive_rounds(
             journal, before=datetime(2100, 1, 1, tzinfo=UTC), directory=tmp_path / "a", batch=3
         )

@@ -9,7 +9,7 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -187,7 +187,8 @@ def test_retention_names_its_archive_and_keeps_the_chain_checked(
 ) -> None:
     feed = _feed(demo_journal)
     path = copy_journal(demo_journal, tmp_path)
-    with Journal.open(path, "PG-DEMO") as journal:
+    later = datetime.now(UTC) + timedelta(days=2)  # retention removes nothing younger than a day
+    with Journal.open(path, "PG-DEMO", clock=lambda: later) as journal:
         report = archive_rounds(
             journal, before=datetime(2100, 1, 1, tzinfo=UTC), directory=tmp_path / "a", batch=4
         )
@@ -202,7 +203,10 @@ def test_retention_names_its_archive_and_keeps_the_chain_checked(
         assert record["round_seqs"] and record["links"]
     after = verify_journal(path)
     assert after.ok and after.bridged >= 1 and after.anchors == 0, _details(after.findings)
-    assert not verify_feed(path, read_feed(feed)).findings  # archived rounds are not missing
+    # An archived round is checked against its archive; without the archive it is a finding.
+    assert not verify_feed(path, read_feed(feed), archives=[tmp_path / "a"]).findings
+    unchecked = verify_feed(path, read_feed(feed))
+    assert unchecked.archived >= 7 and len(unchecked.findings) == unchecked.archived
 
 
 async def test_an_edited_meta_is_found_and_the_table_goes_by_the_chain(tmp_path: Path) -> None:

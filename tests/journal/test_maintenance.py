@@ -26,6 +26,7 @@ from controller.journal.maintenance import (
     EXIT_DAMAGED,
     EXIT_MISSING,
     EXIT_UNREADABLE,
+    ArchiveReport,
     archive_rounds,
     check_journal,
     salvage_journal,
@@ -200,16 +201,24 @@ def test_old_rounds_go_to_a_checksummed_archive_then_leave_the_journal(tmp_path:
     with Journal.open(path, TABLE, clock=clock) as j:
         before_rounds = {r.round_id: r for r in j.recent_rounds(100)}
         cutoff = T0 + timedelta(hours=24)  # the first day
-        report = archive_rounds(j, before=cutoff, directory=archive, batch=10)
-        assert report.rounds == 22 and report.kept_pending == 2  # rounds 3 and 4 wait
+        first = archive_rounds(j, before=cutoff, directory=archive, batch=10)
+        # Only the oldest go: round 3's message still waits, so rounds 1–2 and nothing after.
+        assert first.rounds == 2 and first.kept_pending == 2
         left = {r.round_id for r in j.recent_rounds(100)}
-        assert len(left) == 48 - 22
+        assert len(left) == 48 - 2
         assert {f"{TABLE}-R{n:06d}" for n in (3, 4)} <= left
         # A second run finds nothing new (the pending ones still wait).
         again = archive_rounds(j, before=cutoff, directory=archive, batch=10)
         assert again.rounds == 0 and again.files == ()
+        for message in j.pending():  # the broker acknowledged rounds 3 and 4
+            j.ack(message.msg_id)
+        rest = archive_rounds(j, before=cutoff, directory=archive, batch=10)
+        assert rest.rounds == 22 and rest.kept_pending == 0
+        left = {r.round_id for r in j.recent_rounds(100)}
+        assert len(left) == 48 - 24
         assert j.integrity_check() == ["ok"]
-    assert len(report.files) == 3  # batches of 10
+    report = ArchiveReport(first.files + rest.files, 24)
+    assert len(report.files) == 4  # rounds 1–2, then batches of 10
     archived: dict[str, dict[str, Any]] = {}
     loose = 0
     for file in report.files:
@@ -237,6 +246,7 @@ def test_old_rounds_go_to_a_checksummed_archive_then_leave_the_journal(tmp_path:
 def test_a_tampered_archive_fails_verification(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite3"
     clock = write_journal(path, 5)
+    clock.now += timedelta(days=2)  # retention removes nothing younger than a day
     with Journal.open(path, TABLE, clock=clock) as j:
         [file] = archive_rounds(j, before=clock.now, directory=tmp_path / "a").files
     lines = gzip.decompress(file.read_bytes()).decode().splitlines(keepends=True)
@@ -274,9 +284,15 @@ def test_exactly_the_old_closed_sent_rounds_are_archived(
                 tx.open_round(rid, n)
                 outbox = [OutboxMessage("t/round", {"n": n})] if n in pending else []
                 tx.close_round(rid, "dead", "short_packet", {"n": n}, outbox)
-            if clock.now < now - timedelta(days=keep_days) and n not in pending:
+            # Only a prefix goes: the oldest rounds up to the first one still waiting or young.
+            if (
+                clock.now < now - timedelta(days=keep_days)
+                and n not in pending
+                and (len(expected_gone) == n - 1)
+            ):
                 expected_gone.add(rid)
         before = {r.round_id for r in j.recent_rounds(100)}
+        clock.now = now
         archive_rounds(j, before=now - timedelta(days=keep_days), directory=tmp / "a", batch=7)
         after = {r.round_id for r in j.recent_rounds(100)}
     assert before - after == expected_gone

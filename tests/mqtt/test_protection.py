@@ -60,6 +60,7 @@ async def test_a_one_riffle_shuffler_is_caught_alarmed_and_acknowledged(
         panel = {s["name"]: s for s in monitor.panel()["tests"]}
         assert panel[p["test"]]["alarmed_since"] is None  # the test starts afresh
         assert panel[p["test"]]["reset_at"] is not None
+        await t.service("protection").observed()  # the statistics run after the publish
         seen = monitor.watch.rounds
     # After a restart the watch goes on where it was, the other alarm still latched.
     async with running_table(tmp_path / "b", journal_path=journal, seed=9) as t:
@@ -67,6 +68,7 @@ async def test_a_one_riffle_shuffler_is_caught_alarmed_and_acknowledged(
         assert monitor is not None and monitor.watch.rounds == seen
         assert p["alarm_id"] not in t.daemon.table.latched
         await t.deal(rng_number=2)
+        await t.service("protection").observed()
         assert monitor.watch.rounds == seen + 1
     with sqlite3.connect(journal) as conn:
         kinds = [k for (k,) in conn.execute("SELECT kind FROM events ORDER BY id")]

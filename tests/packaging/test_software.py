@@ -228,10 +228,26 @@ def test_a_pth_file_an_edited_dependency_and_an_unlisted_module_are_found(
 def test_code_from_outside_the_installation_is_refused(
     installed: Installed, tmp_path: Path
 ) -> None:
+    """A path injected through the environment is not even read by the installed command (it
+    starts Python with -I: tests/packaging/test_isolation.py); one added while running is."""
     evil = tmp_path / "evil"
     evil.mkdir()
     (evil / "sitecustomize.py").write_text("")
-    _refused(installed, tmp_path, f"sys.path {evil}", env={"PYTHONPATH": str(evil)})
+    done = _run(installed, "software", "check", env={"PYTHONPATH": str(evil)})
+    assert done.returncode == 0 and str(evil) not in done.stdout, done.stdout
+    code = (
+        f"import sys; sys.path.insert(0, {str(evil)!r}); "
+        "from controller.software import check_software; print(check_software().findings())"
+    )
+    found = subprocess.run(
+        [str(installed.venv / "bin" / "python"), "-I", "-c", code],
+        cwd=installed.home,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert f"sys.path {evil}" in found.stdout, found.stderr
 
 
 def test_an_unsealed_or_damaged_manifest_refuses(installed: Installed, tmp_path: Path) -> None:

@@ -502,7 +502,7 @@ class Way:
         if found is None:
             if self.name == DEFAULT_WAY and self.shipped:
                 # The filed way, unchanged: its rule code, which its file equals hand for hand.
-                found = _CACHES[key] = HouseWayCache.packaged(rules)
+                found = _CACHES[key] = HouseWayCache.lazy(rules)
                 return found
             table = self.pattern_table(rules)
             entries = {k: e for k in table.index if (e := table.entry(k)) is not None}

@@ -89,6 +89,8 @@ RULE_KEYS: Final = (
     "note",
 )
 TOP_KEYS: Final = ("name", "title", "source", "note", "rule")
+#: Arrays and tables nested deeper than this are no way (a way needs three or four levels).
+MAX_NESTING: Final = 32
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _GROUPING = re.compile(r"^[1-5](\+[1-5]){0,6}$")
@@ -379,6 +381,11 @@ def _rule(  # noqa: C901 — one check a key of a rule, each error naming its li
 
 def parse_way(text: str, where: str = "<way>") -> WayText:  # noqa: C901 — a way file's parts in order, each error naming its line
     """Parse a way's text; ``where`` names it in errors ("FILE:LINE: what was expected")."""
+    deep = _too_deep(text)
+    if deep:
+        raise WaySyntaxError(
+            where, deep, f"arrays or tables nested more than {MAX_NESTING} deep: not a way"
+        )
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -432,6 +439,31 @@ def parse_way(text: str, where: str = "<way>") -> WayText:  # noqa: C901 — a w
         ids,
         text,
     )
+
+
+def _too_deep(text: str) -> int:
+    """The line where brackets and braces first nest deeper than :data:`MAX_NESTING` (0: never):
+    the TOML reader recurses once a level, so a deep file would end in a RecursionError. Strings
+    are skipped roughly (quotes without escapes): a way needs a few levels, so a false alarm needs
+    hundreds of brackets inside strings."""
+    depth = 0
+    quote = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        for char in line:
+            if quote:
+                quote = "" if char == quote else quote
+            elif char in "\"'":
+                quote = char
+            elif char == "#":
+                break
+            elif char in "[{":
+                depth += 1
+                if depth > MAX_NESTING:
+                    return number
+            elif char in "]}":
+                depth = max(0, depth - 1)
+        quote = ""  # no multi-line strings in a way that matter here
+    return 0
 
 
 def _in_file_order(by_class: Mapping[str, Sequence[Rule]]) -> list[Rule]:
