@@ -133,7 +133,9 @@ def _parts(chunks: list[_Chunk], workers: int) -> Iterator[_Partial]:
     if workers <= 1:
         yield from map(_census_chunk, chunks)
         return
-    with multiprocessing.Pool(workers) as pool:
+    # forkserver, not fork: a fork of a process with threads (a test runner's, a server's) may
+    # inherit a lock another thread held, and the pool never ends (seen under pytest-xdist).
+    with multiprocessing.get_context("forkserver").Pool(workers) as pool:
         yield from pool.imap(_census_chunk, chunks)
 
 

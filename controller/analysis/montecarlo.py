@@ -99,7 +99,8 @@ def simulate(
             if progress is not None:
                 progress.advance(job[3])
     else:
-        with multiprocessing.Pool(workers) as pool:
+        # forkserver, not fork: see census._parts (a fork of a threaded process may hang).
+        with multiprocessing.get_context("forkserver").Pool(workers) as pool:
             for job, (part, seconds) in zip(jobs, pool.imap(_play_chunk, jobs), strict=True):
                 tally.update(part)
                 cpu += seconds

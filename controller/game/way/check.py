@@ -24,6 +24,7 @@ hand.
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import os
 import time
 from collections import Counter, OrderedDict
@@ -191,7 +192,10 @@ def _compute(
         for chunk in chunks:
             take(_decide_chunk(chunk, wheel_high))
     else:
-        with ProcessPoolExecutor(n, initializer=_init, initargs=texts) as pool:
+        # forkserver, not fork: a fork of a process with threads (a test runner's) may inherit
+        # a lock another thread held and never finish.
+        context = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(n, mp_context=context, initializer=_init, initargs=texts) as pool:
             for future in [pool.submit(_decide_chunk, chunk, wheel_high) for chunk in chunks]:
                 take(future.result())
     return Decisions(tuple(d for d in main if d is not None), other)
