@@ -16,7 +16,6 @@ Every method is synchronous and uses one connection: the ingest runs it in one w
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import hmac
 import json
 import sqlite3
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from controller.feed_signature import checkpoint_hmac_bytes, checkpoint_link
 from controller.messages import (
     AlarmAckPayload,
     AlarmPayload,
@@ -41,6 +41,7 @@ from controller.messages import (
 )
 from pit import judge
 from pit.judge import PAYLOADS, REJECT_BODY, REJECT_REASON, REJECT_TOPIC, Message, Refused, escaped
+from pit.keys import FeedKeys
 
 __all__ = ["PAYLOADS", "Incoming", "Limits", "Outcome", "Shifts", "Store", "migrate"]
 
@@ -50,6 +51,15 @@ STATUS_GAP_GRACE = 10.0
 
 #: Missing seqs reported one by one up to this many per jump (a larger jump is one finding).
 MAX_MISSING = 10_000
+
+#: The record alarm of each way a checkpoint does not follow the last one held
+#: (``controller.feed_signature.BrokenLink``).
+LINK_ALARMS = {
+    "rewritten": "chain_rewritten",
+    "cut": "chain_cut",
+    "backwards": "chain_cut",
+    "skipped": "chain_skipped",
+}
 
 #: Theoretical hold of each side wager by paytable (docs/math.md): the house edge.
 THEORETICAL = {
@@ -98,6 +108,7 @@ class TableRow:
     status_seq: int | None
     chain_event_id: int | None
     chain_made_at: str | None
+    chain_hash: str | None
     last_round_msg_seq: int | None
     round_high: int | None
 
@@ -234,8 +245,11 @@ class Store:
         default_checkpoint_key: bytes | None = None,
         root: str = "",
         limits: Limits | None = None,
+        feed_keys: FeedKeys | None = None,
     ) -> None:
         self.url = url
+        #: the tables' registered feed keys: a table without any has every message refused
+        self.feed_keys = feed_keys if feed_keys is not None else FeedKeys()
         self.limits = limits or Limits()
         self.kind = database_kind(url)
         self.shifts = shifts or Shifts(["06:00", "14:00", "22:00"])
@@ -301,6 +315,7 @@ class Store:
         (see the module's text). Raises only when the database itself is down."""
         out = Outcome()
         known = set(self._known)
+        self.feed_keys.refresh()
         try:
             with self.transaction():
                 for item in batch:
@@ -385,11 +400,15 @@ class Store:
             msg = judge.read(
                 item.payload,
                 topic_table,
+                self.feed_keys.for_table,
                 max_bytes=self.limits.max_bytes,
                 max_depth=self.limits.max_depth,
             )
         except Refused as exc:
             self._reject(item, exc.reason, out)
+            if exc.kind is not None:  # not the table's signed words: a finding on its topic
+                table = escaped(topic_table, 64)
+                self._record_alarm(table, exc.kind, exc.reason, item.received_at, out)
             return
         prefix = item.topic[: len(item.topic) - len(kind)] if kind else item.topic
         row = self._table_row(msg.table_id, prefix, item.received_at)
@@ -415,7 +434,7 @@ class Store:
             self._known.add(table_id)
         lock = " FOR UPDATE" if self.kind == "postgresql" else ""
         row = self.one(
-            "SELECT first_seq, high_seq, status_seq, chain_event_id, chain_made_at, "
+            "SELECT first_seq, high_seq, status_seq, chain_event_id, chain_made_at, chain_hash, "
             f"last_round_msg_seq, round_high FROM tables WHERE table_id = ?{lock}",
             (table_id,),
         )
@@ -552,8 +571,7 @@ class Store:
                 (p.model_dump_json(), table_id),
             )
         elif isinstance(p, CheckpointPayload):
-            self._checkpoint(table_id, msg.msg_id, p, row.chain_event_id, row.chain_made_at,
-                             now, out)  # fmt: skip
+            self._checkpoint(table_id, msg.msg_id, p, row, now, out)
 
     def _alarm(self, msg: Message, p: AlarmPayload) -> None:
         self.x(
@@ -731,27 +749,12 @@ class Store:
         return self.checkpoint_keys.get(table_id, self.default_checkpoint_key)
 
     def _checkpoint(
-        self,
-        table_id: str,
-        msg_id: str,
-        p: CheckpointPayload,
-        head_event: int | None,
-        head_made: str | None,
-        now: float,
+        self, table_id: str, msg_id: str, p: CheckpointPayload, row: TableRow, now: float,
         out: Outcome,
-    ) -> None:
-        key = self.checkpoint_key(table_id)
-        signature = "unchecked"
-        if key is not None:
-            signed = json.dumps(
-                {"chain": p.chain, "event_id": p.event_id, "made_at": p.made_at,
-                 "table_id": p.table_id},
-                sort_keys=True, separators=(",", ":"),
-            ).encode()  # fmt: skip
-            expected = hmac.new(key, signed, hashlib.sha256).hexdigest()
-            signature = "valid" if hmac.compare_digest(expected, p.hmac) else "forged"
-        if p.table_id != table_id:
-            signature = "forged"
+    ) -> None:  # fmt: skip
+        """A checkpoint kept, its HMAC checked, its row compared with the copy's, and its link
+        to the last checkpoint held checked live (``checkpoint_link``)."""
+        signature = self._checkpoint_signature(table_id, p)
         self.x(
             "INSERT INTO checkpoints (table_id, event_id, chain, made_at, msg_id, signature) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (table_id, event_id, chain) DO NOTHING",
@@ -767,6 +770,50 @@ class Store:
                 out,
             )
             return
+        self._rewritten_row(table_id, p, now, out)
+        head, made = row.chain_event_id, row.chain_made_at
+        if head is not None and made is not None and (p.made_at, p.event_id) <= (made, head):
+            # An older checkpoint arriving late (a replay): its row was compared above.
+            if p.event_id > head:
+                self._record_alarm(
+                    table_id,
+                    "chain_cut",
+                    f"a checkpoint of {p.made_at} reached row {p.event_id}, a later one ({made}) "
+                    f"only row {head}: the table's tail went missing",
+                    now,
+                    out,
+                )
+            return
+        last = None if head is None else {"event_id": head, "chain": row.chain_hash}
+        broken = checkpoint_link(last, p.model_dump())
+        if broken is not None:
+            self._record_alarm(
+                table_id,
+                LINK_ALARMS[broken.kind],
+                f"the checkpoint at row {p.event_id} ({p.made_at}): {broken.detail}",
+                now,
+                out,
+            )
+        self.x(
+            "UPDATE tables SET chain_event_id = ?, chain_hash = ?, chain_made_at = ? "
+            "WHERE table_id = ?",
+            (p.event_id, p.chain, p.made_at, table_id),
+        )
+
+    def _checkpoint_signature(self, table_id: str, p: CheckpointPayload) -> str:
+        """``valid``, ``forged`` (another key, or another table's), or ``unchecked`` (no
+        checkpoint key configured): the HMAC over ``checkpoint_hmac_bytes``, the link to the
+        previous checkpoint included when it names one."""
+        if p.table_id != table_id:
+            return "forged"
+        key = self.checkpoint_key(table_id)
+        if key is None:
+            return "unchecked"
+        expected = hmac.new(key, checkpoint_hmac_bytes(p.model_dump()), "sha256").hexdigest()
+        return "valid" if hmac.compare_digest(expected, p.hmac) else "forged"
+
+    def _rewritten_row(self, table_id: str, p: CheckpointPayload, now: float, out: Outcome) -> None:
+        """A row checkpointed before with another hash: the journal was rewritten up to it."""
         other = self.one(
             "SELECT chain, made_at FROM checkpoints WHERE table_id = ? AND event_id = ? "
             "AND chain <> ? AND signature <> 'forged' LIMIT 1",
@@ -778,38 +825,6 @@ class Store:
                 "chain_rewritten",
                 f"row {p.event_id} of the table's chain was {other[0][:12]}… at {other[1]} and "
                 f"is {p.chain[:12]}… at {p.made_at}: the journal was rewritten",
-                now,
-                out,
-            )
-        if (
-            head_event is None
-            or head_made is None
-            or (p.made_at, p.event_id)
-            > (
-                head_made,
-                head_event,
-            )
-        ):
-            if p.event_id < (head_event or 0):  # later, but at an earlier row
-                self._record_alarm(
-                    table_id,
-                    "chain_cut",
-                    f"the table's chain ends at row {p.event_id} ({p.made_at}); it reached row "
-                    f"{head_event} at {head_made}: its tail went missing",
-                    now,
-                    out,
-                )
-            self.x(
-                "UPDATE tables SET chain_event_id = ?, chain_hash = ?, chain_made_at = ? "
-                "WHERE table_id = ?",
-                (p.event_id, p.chain, p.made_at, table_id),
-            )
-        elif p.event_id > head_event:
-            self._record_alarm(
-                table_id,
-                "chain_cut",
-                f"a checkpoint of {p.made_at} reached row {p.event_id}, a later one ({head_made}) "
-                f"only row {head_event}: the table's tail went missing",
                 now,
                 out,
             )

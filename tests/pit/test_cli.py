@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pit.config import PitConfigError, parse_pit_config
-from pit.simfeed import SimTable, wire
+from pit.simfeed import SimTable, SimulatedKeys, wire
 from pit.store import Incoming, Store
 from pit.web import PitWeb
 from tests.pit.conftest import KEY
@@ -48,7 +48,7 @@ def test_migrate_shift_report_and_export(tmp_path: Path, db_url: str) -> None:
     assert first.returncode == 0 and "0001.initial" in first.stdout, first.stderr
     again = _cli("migrate", "--config", str(config))
     assert again.returncode == 0 and "nothing (current)" in again.stdout
-    store = Store(db_url, root="casino/demo/paigow/")
+    store = Store(db_url, root="casino/demo/paigow/", feed_keys=SimulatedKeys())
     table = SimTable("PG-09", key=KEY, seed=9)
     start = datetime.now(UTC) - timedelta(minutes=5)
     for i in range(20):
@@ -106,12 +106,14 @@ def test_verify_report_on_a_report_it_cannot_trust_says_so_in_a_line(
     tmp_path: Path,
 ) -> None:
     """A report whose hmac is not ASCII, holds a lone surrogate, is not an object or not JSON
-    at all: 'WRONG' or one line on stderr, exit 1, never a traceback (issue 30)."""
+    at all: 'WRONG' (exit 1) or, for what is not a report at all, one line on stderr and exit
+    65 (EX_DATAERR, issue 32), never a traceback (issue 30)."""
     config = _config(tmp_path, f"sqlite:///{tmp_path / 'pit.sqlite3'}")
     report = tmp_path / "report.json"
     for text in ('{"hmac": "é"}', '{"hmac": "\\ud800", "x": "\\ud800"}', "[1, 2]", "not json"):
         report.write_text(text, encoding="utf-8")
         result = _cli("verify-report", "--config", str(config), str(report))
-        assert result.returncode == 1, (text, result.stderr)
+        expected = 65 if "not a shift report" in result.stderr else 1
+        assert result.returncode == expected, (text, result.stderr)
         assert "Traceback" not in result.stderr, (text, result.stderr)
         assert "WRONG" in result.stdout or len(result.stderr.strip().splitlines()) == 1

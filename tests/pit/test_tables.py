@@ -17,7 +17,7 @@ from pathlib import Path
 from pit.store import Store
 from pit.tables import TableDaemon, table_mqtt_section
 from simulators.mosquitto import Mosquitto, with_parent
-from tests.pit.conftest import KEY
+from tests.pit.conftest import KEY, feed_keys_file
 
 
 def _pit_process(config: Path, log: Path) -> subprocess.Popen[bytes]:
@@ -53,10 +53,15 @@ async def test_real_tables_pit_killed_and_broker_restarted_nothing_lost(
     key_file.write_text(KEY.hex() + "\n")
     key_file.chmod(0o600)
     config = tmp_path / "pit.toml"
+    # Each table's own feed key (made as at install) registered with the pit.
+    keys = feed_keys_file(
+        tmp_path / "feed-keys", daemons={f"PG-0{i}": tmp_path / f"PG-0{i}" for i in (1, 2)}
+    )
     config.write_text(
         f'[site]\nid = "demo"\n[broker]\nport = {broker.port}\nprotocol = "5"\n'
         f'client_id = "pit-real"\n[database]\nurl = "{db_url}"\n'
-        f'[record]\ncheckpoint_key_file = "{key_file}"\n[web]\nenabled = false\n'
+        f'[record]\ncheckpoint_key_file = "{key_file}"\nfeed_keys_file = "{keys}"\n'
+        "[web]\nenabled = false\n"
     )
     extra = table_mqtt_section(broker.port, checkpoint_key_file=key_file)
     tables = [TableDaemon(f"PG-0{i}", tmp_path / f"PG-0{i}", extra=extra, seed=i) for i in (1, 2)]
