@@ -220,9 +220,13 @@ def sim_signer(table_id: str) -> FeedSigner:
 
 
 class SimulatedKeys(FeedKeys):
-    """Every simulated table's key registered (any table id: its :func:`sim_signer`)."""
+    """Every simulated table's key registered (any table id: its :func:`sim_signer`), unless
+    the keys given or read (``FeedKeys``: a real table daemon's) name the table."""
 
     def for_table(self, table_id: str) -> Keyring | None:
+        registered = super().for_table(table_id)
+        if registered is not None:
+            return registered
         return keyring([sim_signer(table_id).public_key])
 
 

@@ -79,7 +79,7 @@ def make_store(config: PitConfig) -> Store:
         config.database_url,
         default_checkpoint_key=KEY,
         root=config.site.root,
-        feed_keys=SimulatedKeys(),
+        feed_keys=SimulatedKeys(path=config.record.feed_keys_file),
     )
 
 

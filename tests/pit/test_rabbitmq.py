@@ -17,7 +17,7 @@ from pathlib import Path
 import aiomqtt
 
 from pit.tables import TableDaemon, table_mqtt_section
-from tests.pit.conftest import KEY, RunningIngest, make_config, read_store
+from tests.pit.conftest import KEY, RunningIngest, feed_keys_file, make_config, read_store
 
 HOST, _, PORT = os.environ.get("PIT_RABBITMQ_MQTT", "127.0.0.1:1884").rpartition(":")
 
@@ -43,7 +43,8 @@ async def test_a_real_table_through_rabbitmq_reaches_the_pit_once(
     key_file.chmod(0o600)
     config = make_config(
         port, db_url, protocol="3.1.1", client_id=client_id,
-        extra="",
+        extra="[record]\nfeed_keys_file = "
+        f'"{feed_keys_file(tmp_path / "feed-keys", daemons={"PG-R1": tmp_path / "PG-R1"})}"\n',
     )  # fmt: skip
     config = config.model_copy(
         update={
