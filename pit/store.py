@@ -5,7 +5,10 @@ the same schema, migrated by yoyo-migrations (``pit/migrations``), and the same 
 message once (``msg_id`` is the primary key: a resend is counted and skipped), keeps each
 table's ``seq`` bookkeeping (a seq that jumps reports the missing ones at once; they are marked
 filled when they arrive), projects rounds, players' results, alarms and checkpoints, and checks
-the table's record (checkpoint signatures; a chain rewritten at a row, or shorter than it was).
+the table's record (checkpoint signatures; a chain rewritten at a row, or shorter than it was;
+each checkpoint's link to the last one held). Only messages whose Ed25519 signature checks under
+the key registered for the table of their topic (``feed_keys``, ``pit.judge.signed``) get that
+far; the stored body keeps the signature.
 The caller acknowledges the messages to the broker only after ``ingest`` returned: a crash, a
 database that went away or a lost link before that makes the broker send them again, and the
 second copy is a duplicate by ``msg_id``.
@@ -407,8 +410,7 @@ class Store:
         except Refused as exc:
             self._reject(item, exc.reason, out)
             if exc.kind is not None:  # not the table's signed words: a finding on its topic
-                table = escaped(topic_table, 64)
-                self._record_alarm(table, exc.kind, exc.reason, item.received_at, out)
+                self._signature_alarm(item, topic_table, kind, exc, out)
             return
         prefix = item.topic[: len(item.topic) - len(kind)] if kind else item.topic
         row = self._table_row(msg.table_id, prefix, item.received_at)
@@ -423,8 +425,21 @@ class Store:
             return
         self._heard(msg, item, row, out)
 
-    def _table_row(self, table_id: str, prefix: str, now: float) -> TableRow:
-        """The table's bookkeeping row, made when new, locked (PostgreSQL) for this message."""
+    def _signature_alarm(
+        self, item: Incoming, topic_table: str, kind: str, exc: Refused, out: Outcome
+    ) -> None:
+        """A record alarm on the table of the topic. A registered table gets its row (its
+        tile shows the alarm even before its first good message); an unregistered name does
+        not (anyone may publish under any name: the alarm is in the log and in
+        ``record_alarms``, not a tile)."""
+        assert exc.kind is not None
+        table = escaped(topic_table, 64)
+        if self.feed_keys.for_table(topic_table) is not None:
+            self._ensure_table(topic_table, item.topic[: len(item.topic) - len(kind)],
+                               item.received_at)  # fmt: skip
+        self._record_alarm(table, exc.kind, exc.reason, item.received_at, out)
+
+    def _ensure_table(self, table_id: str, prefix: str, now: float) -> None:
         if table_id not in self._known:
             self.x(
                 "INSERT INTO tables (table_id, topic_prefix, updated_at) VALUES (?, ?, ?) "
@@ -432,6 +447,10 @@ class Store:
                 (table_id, prefix, now),
             )
             self._known.add(table_id)
+
+    def _table_row(self, table_id: str, prefix: str, now: float) -> TableRow:
+        """The table's bookkeeping row, made when new, locked (PostgreSQL) for this message."""
+        self._ensure_table(table_id, prefix, now)
         lock = " FOR UPDATE" if self.kind == "postgresql" else ""
         row = self.one(
             "SELECT first_seq, high_seq, status_seq, chain_event_id, chain_made_at, chain_hash, "

@@ -123,6 +123,11 @@ def test_a_table_without_a_registered_key_is_refused_naming_its_key(
         assert outcome.stored == 0 and outcome.rejected == len(items)
         assert [a["kind"] for a in outcome.alarms] == ["key_unregistered"]
         assert sim_signer("PG-05").key_id in outcome.alarms[0]["detail"]
+        assert "PG-05" not in store.table_ids()  # any name can be published under: no tile
+        # A registered table never heard yet: a forgery in its name shows on its tile at once.
+        forged = SimTable("PG-01", key=KEY).next_round(datetime.now(UTC))[0]
+        store.ingest([Incoming(forged[0], unsigned(forged[1]), False, time.time())])
+        assert [a["kind"] for a in store.tiles(["PG-01"])[0]["record_alarms"]] == ["unsigned"]
         keys_file.write_text(keys_file.read_text() + feed_keys_file(
             tmp_path / "more", ["PG-05"]).read_text())  # fmt: skip
         items = [Incoming(t, wire(b), False, time.time()) for t, b in table.next_round(
