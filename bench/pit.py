@@ -451,6 +451,52 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return figures
 
 
+def ingest_cost(n: int, database: str, url: str, batch: int = 200) -> dict[str, Any]:
+    """Messages a second, CPU ms and database statements a message of ``Store.ingest`` (the
+    pit's whole ingest but MQTT) on ``n`` simulated messages of 50 tables, in batches."""
+    from pit.simfeed import SimulatedKeys
+    from pit.store import Incoming, migrate
+
+    workdir = Path(tempfile.mkdtemp(prefix="paigow-pit-ingest-"))
+    try:
+        db_url = url if database == "postgresql" else f"sqlite:///{workdir / 'pit.sqlite3'}"
+        migrate(db_url)
+        store = Store(db_url, root="casino/bench/paigow/", feed_keys=SimulatedKeys())
+        statements = 0
+        execute = store.x
+
+        def counted(sql: str, params: Any = ()) -> Any:
+            nonlocal statements
+            statements += 1
+            return execute(sql, params)
+
+        store.x = counted  # type: ignore[method-assign]
+        tables = [SimTable(f"T{i:04d}", site="bench", key=KEY, seed=i + 1) for i in range(50)]
+        now = datetime.now(UTC)
+        feed: list[tuple[str, dict[str, Any]]] = []
+        while len(feed) < n:
+            for t in tables:
+                feed += t.next_round(now)
+        items = [Incoming(topic, wire(body), False, time.time()) for topic, body in feed[:n]]
+        wall, cpu = time.perf_counter(), time.process_time()
+        stored = 0
+        for i in range(0, n, batch):
+            stored += store.ingest(items[i : i + batch]).stored
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        store.close()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "database": database,
+        "messages": n,
+        "stored": stored,
+        "batch": batch,
+        "messages_per_s": round(n / wall, 1),
+        "pit_cpu_ms_per_message": round(cpu / n * 1000, 3),
+        "db_statements_per_message": round(statements / n, 2),
+    }
+
+
 def verify_cost(n: int) -> dict[str, Any]:
     """CPU per message of the pit's judging (``pit.judge.read``: bounds, parse, values,
     signature, envelope, schema) of ``n`` simulated feed messages, and of the signature check
@@ -510,7 +556,20 @@ def main() -> int:
         help="only measure the pit's judging of N feed messages in process, with and without "
         "the signature check (docs/performance.md), and exit",
     )
+    parser.add_argument(
+        "--ingest-cost",
+        type=int,
+        metavar="N",
+        default=0,
+        help="only measure Store.ingest of N simulated messages in batches of 200, in process, "
+        "into --database (sqlite: a temporary file; postgresql: --database-url), and exit",
+    )
+    parser.add_argument("--database-url", default="", help="for --ingest-cost postgresql")
     args = parser.parse_args()
+    if args.ingest_cost:
+        figures = ingest_cost(args.ingest_cost, args.database, args.database_url)
+        print(json.dumps(figures, separators=(",", ":")), flush=True)
+        return 0
     if args.verify_cost:
         print(json.dumps(verify_cost(args.verify_cost), separators=(",", ":")), flush=True)
         return 0
