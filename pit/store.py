@@ -25,7 +25,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
@@ -100,6 +100,13 @@ class Limits:
     #: this many rejects on one table's topic within ``reject_window`` s: a record alarm
     reject_burst: int = 20
     reject_window: float = 60.0
+
+
+#: The columns of :class:`TableRow`, in its order.
+_ROW_COLUMNS = (
+    "first_seq, high_seq, status_seq, chain_event_id, chain_made_at, chain_hash, "
+    "last_round_msg_seq, round_high"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +268,10 @@ class Store:
         self.root = root
         self.conn: Any = None
         self._known: set[str] = set()  # tables whose row exists (committed)
+        #: each table's row as the batch found it, then as its messages changed it (issue 31:
+        #: read once a batch, locked in table order; the seq bookkeeping written once a batch)
+        self._rows: dict[str, TableRow] = {}
+        self._rows_read: dict[str, TableRow] = {}
         self.connect()
 
     # --- connection ------------------------------------------------------------------------
@@ -314,15 +325,14 @@ class Store:
     # --- ingest ----------------------------------------------------------------------------
 
     def ingest(self, batch: Sequence[Incoming]) -> Outcome:
-        """Store a batch in one transaction, each message judged alone in its own savepoint
-        (see the module's text). Raises only when the database itself is down."""
-        out = Outcome()
+        """Store a batch in one transaction, each message judged alone (see the module's text
+        and :meth:`_batch`). Raises only when the database itself is down."""
         known = set(self._known)
         self.feed_keys.refresh()
         try:
             with self.transaction():
-                for item in batch:
-                    self._judged(item, out)
+                out = self._batch(batch)
+                self._write_seqs(batch[-1].received_at if batch else time.time())
                 for table_id, at in out.heard.items():  # once a table a batch, not a message
                     self.x(
                         "UPDATE tables SET last_heard = ?, silent_since = NULL WHERE table_id = ?",
@@ -332,13 +342,41 @@ class Store:
         except BaseException:
             self._known = known  # rows made in the rolled-back transaction are gone
             raise
+        finally:
+            self._rows, self._rows_read = {}, {}  # the locks end with the transaction
+        return out
+
+    def _batch(self, batch: Sequence[Incoming]) -> Outcome:
+        """The batch in one savepoint, no savepoint a message (two statements a message fewer:
+        issue 31); if the database refuses any of its messages (a constraint, a value), the
+        batch is rolled back to it and each message judged alone in its own savepoint
+        (:meth:`_judged`), so the one refused is a reject and the others are stored."""
+        out = Outcome()
+        known = set(self._known)
+        self._rows, self._rows_read = {}, {}
+        self.x("SAVEPOINT batch")
+        try:
+            self._lock_rows(batch)
+            for item in batch:
+                self._one(item, out)
+        except Exception as exc:
+            if database_down(exc):
+                raise
+            self.x("ROLLBACK TO SAVEPOINT batch")
+            self._known = known
+            self._rows, self._rows_read = {}, {}
+            out = Outcome()
+            self._lock_rows(batch)
+            for item in batch:
+                self._judged(item, out)
+        self.x("RELEASE SAVEPOINT batch")
         return out
 
     def _judged(self, item: Incoming, out: Outcome) -> None:
         """One message in its own savepoint: whatever it breaks in the database (but the
         database itself) rolls back to before it and makes it a reject."""
         part = Outcome()
-        known = set(self._known)
+        known, rows, read = set(self._known), dict(self._rows), dict(self._rows_read)
         self.x("SAVEPOINT msg")
         try:
             self._one(item, part)
@@ -346,7 +384,7 @@ class Store:
             if database_down(exc):
                 raise
             self.x("ROLLBACK TO SAVEPOINT msg")
-            self._known = known
+            self._known, self._rows, self._rows_read = known, rows, read
             part = Outcome()
             first = str(exc).splitlines()[0] if str(exc) else ""
             self._reject(item, f"refused by the database: {type(exc).__name__}: {first}", part)
@@ -448,17 +486,51 @@ class Store:
             )
             self._known.add(table_id)
 
+    def _lock_rows(self, batch: Sequence[Incoming]) -> None:
+        """The rows of the batch's registered tables, read in one statement and locked
+        (PostgreSQL) in table order, so two pits sharing a database never deadlock on them."""
+        wanted = {self._topic(item.topic)[0] for item in batch}
+        names = sorted(t for t in wanted if self.feed_keys.for_table(t) is not None)
+        if not names:
+            return
+        lock = " FOR UPDATE" if self.kind == "postgresql" else ""
+        rows = self.all(
+            f"SELECT table_id, {_ROW_COLUMNS} FROM tables WHERE table_id IN "
+            f"({', '.join('?' for _ in names)}) ORDER BY table_id{lock}",
+            names,
+        )
+        for table_id, *values in rows:
+            self._rows[table_id] = self._rows_read[table_id] = TableRow(*values)
+            self._known.add(table_id)
+
     def _table_row(self, table_id: str, prefix: str, now: float) -> TableRow:
-        """The table's bookkeeping row, made when new, locked (PostgreSQL) for this message."""
+        """The table's bookkeeping row as the batch left it; read (made when new, locked on
+        PostgreSQL) when the batch has not read it yet."""
+        cached = self._rows.get(table_id)
+        if cached is not None:
+            return cached
         self._ensure_table(table_id, prefix, now)
         lock = " FOR UPDATE" if self.kind == "postgresql" else ""
-        row = self.one(
-            "SELECT first_seq, high_seq, status_seq, chain_event_id, chain_made_at, chain_hash, "
-            f"last_round_msg_seq, round_high FROM tables WHERE table_id = ?{lock}",
-            (table_id,),
-        )
+        row = self.one(f"SELECT {_ROW_COLUMNS} FROM tables WHERE table_id = ?{lock}", (table_id,))
         assert row is not None
-        return TableRow(*row)
+        self._rows[table_id] = self._rows_read[table_id] = TableRow(*row)
+        return self._rows[table_id]
+
+    def _row_changed(self, table_id: str, **changes: Any) -> None:
+        """What a message wrote of the table's row, for the batch's next message."""
+        if table_id in self._rows:
+            self._rows[table_id] = replace(self._rows[table_id], **changes)
+
+    def _write_seqs(self, now: float) -> None:
+        """Each table's first and highest seq, once a batch (not once a message)."""
+        for table_id in sorted(self._rows):
+            row, read = self._rows[table_id], self._rows_read.get(table_id)
+            if read is None or (row.first_seq, row.high_seq) != (read.first_seq, read.high_seq):
+                self.x(
+                    "UPDATE tables SET first_seq = ?, high_seq = ?, updated_at = ? "
+                    "WHERE table_id = ?",
+                    (row.first_seq, row.high_seq, now, table_id),
+                )
 
     def _refuse_claims(self, msg: Message, row: TableRow, *, retained: bool) -> None:
         """:class:`Refused` (with a record alarm's kind) for a message that names another
@@ -564,6 +636,7 @@ class Store:
                 "updated_at = ? WHERE table_id = ?",
                 (msg.text, msg.data["time"], msg.seq, p.state, item.received_at, msg.table_id),
             )
+            self._row_changed(msg.table_id, status_seq=msg.seq)
         if row.first_seq is not None and row.high_seq is not None and msg.seq > row.high_seq:
             # The table says it journaled up to seq: the ones the pit lacks are missing (on
             # their way, or lost); filled when they arrive.
@@ -687,10 +760,7 @@ class Store:
                 (table_id, gap, now, int(status)),
             )
             out.gaps_reported.append((table_id, gap))
-        self.x(
-            "UPDATE tables SET first_seq = ?, high_seq = ?, updated_at = ? WHERE table_id = ?",
-            (first_seq, high_seq, now, table_id),
-        )
+        self._row_changed(table_id, first_seq=first_seq, high_seq=high_seq)
 
     def _round(self, table_id: str, seq: int, p: RoundPayload, row: TableRow) -> None:
         wagered = won = 0
@@ -740,8 +810,10 @@ class Store:
                 "WHERE table_id = ?",
                 (json.dumps(summary, separators=(",", ":")), p.round_seq, seq, table_id),
             )
+            self._row_changed(table_id, last_round_msg_seq=seq)
         if row.round_high is None or p.round_seq > row.round_high:
             self.x("UPDATE tables SET round_high = ? WHERE table_id = ?", (p.round_seq, table_id))
+            self._row_changed(table_id, round_high=p.round_seq)
 
     def _player(self, table_id: str, seq: int, p: PlayerPayload) -> None:
         self.x(
@@ -817,6 +889,9 @@ class Store:
             "UPDATE tables SET chain_event_id = ?, chain_hash = ?, chain_made_at = ? "
             "WHERE table_id = ?",
             (p.event_id, p.chain, p.made_at, table_id),
+        )
+        self._row_changed(
+            table_id, chain_event_id=p.event_id, chain_hash=p.chain, chain_made_at=p.made_at
         )
 
     def _checkpoint_signature(self, table_id: str, p: CheckpointPayload) -> str:
