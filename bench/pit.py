@@ -441,6 +441,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "db_bytes_per_round": round(db_bytes / max(1, db_rounds)),
         "pit_cpu_s": round(pit.cpu, 1),
         "pit_cpu_percent": round(100 * pit.cpu / ingest_s, 1),
+        "pit_cpu_ms_per_message": round(pit.cpu / max(1, total_messages) * 1000, 3),
         "pit_rss_max_mb": round(pit.rss_max / 2**20, 1),
         "dealing_s": round(dealing_s, 1),
         "drain_after_dealing_s": round(ingest_end - started - dealing_s, 1),
