@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.mqtt.client import Client
 from controller.mqtt.wire import NODELAY
-from pit.simfeed import SimTable, wire
+from pit.simfeed import SimTable, sim_keys_text, wire
 from pit.store import Store, parse_time
 from simulators.mosquitto import Mosquitto, free_port, with_parent
 
@@ -161,15 +161,20 @@ class Publisher:
 
 
 class PitProcess:
-    def __init__(self, workdir: Path, broker: int, db_url: str, http: int) -> None:
+    def __init__(
+        self, workdir: Path, broker: int, db_url: str, http: int, tables: list[str]
+    ) -> None:
         self.config = workdir / "pit.toml"
         key = workdir / "checkpoint.key"
         key.write_text(KEY.hex() + "\n")
         key.chmod(0o600)
+        feed_keys = workdir / "feed-keys"  # each simulated table's feed key, registered
+        feed_keys.write_text(sim_keys_text(tables), encoding="utf-8")
         self.config.write_text(
             'log_level = "INFO"\n[site]\nid = "bench"\n'
             f'[broker]\nport = {broker}\nprotocol = "5"\nclient_id = "pit-bench"\nbatch = 500\n'
             f'[database]\nurl = "{db_url}"\n[record]\ncheckpoint_key_file = "{key}"\n'
+            f'feed_keys_file = "{feed_keys}"\n'
             f'[web]\nhost = "127.0.0.1"\nport = {http}\n'
         )
         self.log = workdir / "pit.log"
@@ -270,7 +275,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     )  # fmt: skip
     await broker.start()
     http = free_port()
-    pit = PitProcess(workdir, broker.port, db_url, http)
+    names = [f"T{i:04d}" for i in range(args.tables)]
+    pit = PitProcess(workdir, broker.port, db_url, http, names)
     pit.start()
     url = f"http://127.0.0.1:{http}"
     deadline = time.monotonic() + 60
@@ -280,7 +286,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         await asyncio.sleep(0.2)
     # The log says WARNING; wait for the page instead of a log line.
     await asyncio.sleep(1.0)
-    tables = [SimTable(f"T{i:04d}", site="bench", key=KEY, seed=i + 1) for i in range(args.tables)]
+    tables = [SimTable(n, site="bench", key=KEY, seed=i + 1) for i, n in enumerate(names)]
     publishers = [Publisher(broker.port, i) for i in range(args.connections)]
     senders = [asyncio.create_task(p.run()) for p in publishers]
     latencies: list[tuple[float, float]] = []
@@ -435,6 +441,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "db_bytes_per_round": round(db_bytes / max(1, db_rounds)),
         "pit_cpu_s": round(pit.cpu, 1),
         "pit_cpu_percent": round(100 * pit.cpu / ingest_s, 1),
+        "pit_cpu_ms_per_message": round(pit.cpu / max(1, total_messages) * 1000, 3),
         "pit_rss_max_mb": round(pit.rss_max / 2**20, 1),
         "dealing_s": round(dealing_s, 1),
         "drain_after_dealing_s": round(ingest_end - started - dealing_s, 1),
@@ -443,6 +450,91 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "pit_restarted_at_s": round(pit_restart_at - started, 1) if pit_restart_at else None,
     }
     return figures
+
+
+def ingest_cost(n: int, database: str, url: str, batch: int = 200) -> dict[str, Any]:
+    """Messages a second, CPU ms and database statements a message of ``Store.ingest`` (the
+    pit's whole ingest but MQTT) on ``n`` simulated messages of 50 tables, in batches."""
+    from pit.simfeed import SimulatedKeys
+    from pit.store import Incoming, migrate
+
+    workdir = Path(tempfile.mkdtemp(prefix="paigow-pit-ingest-"))
+    try:
+        db_url = url if database == "postgresql" else f"sqlite:///{workdir / 'pit.sqlite3'}"
+        migrate(db_url)
+        store = Store(db_url, root="casino/bench/paigow/", feed_keys=SimulatedKeys())
+        statements = 0
+        execute = store.x
+
+        def counted(sql: str, params: Any = ()) -> Any:
+            nonlocal statements
+            statements += 1
+            return execute(sql, params)
+
+        store.x = counted  # type: ignore[method-assign]
+        tables = [SimTable(f"T{i:04d}", site="bench", key=KEY, seed=i + 1) for i in range(50)]
+        now = datetime.now(UTC)
+        feed: list[tuple[str, dict[str, Any]]] = []
+        while len(feed) < n:
+            for t in tables:
+                feed += t.next_round(now)
+        items = [Incoming(topic, wire(body), False, time.time()) for topic, body in feed[:n]]
+        wall, cpu = time.perf_counter(), time.process_time()
+        stored = 0
+        for i in range(0, n, batch):
+            stored += store.ingest(items[i : i + batch]).stored
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        store.close()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "database": database,
+        "messages": n,
+        "stored": stored,
+        "batch": batch,
+        "messages_per_s": round(n / wall, 1),
+        "pit_cpu_ms_per_message": round(cpu / n * 1000, 3),
+        "db_statements_per_message": round(statements / n, 2),
+    }
+
+
+def verify_cost(n: int) -> dict[str, Any]:
+    """CPU per message of the pit's judging (``pit.judge.read``: bounds, parse, values,
+    signature, envelope, schema) of ``n`` simulated feed messages, and of the signature check
+    alone (``verify_envelope`` on the parsed message), best of three passes."""
+    from controller.feed_signature import verify_envelope
+    from pit import judge
+    from pit.simfeed import SimulatedKeys
+
+    keys = SimulatedKeys()
+    tables = [SimTable(f"T{i:04d}", site="bench", key=KEY, seed=i + 1) for i in range(20)]
+    now = datetime.now(UTC)
+    feed: list[tuple[str, bytes]] = []
+    while len(feed) < n:
+        for t in tables:
+            feed += [(t.table_id, wire(b)) for _, b in t.next_round(now)]
+    feed = feed[:n]
+    parsed = [(tid, json.loads(raw)) for tid, raw in feed]
+
+    def best(fn: Any) -> float:
+        times = []
+        for _ in range(3):
+            start = time.process_time()
+            fn()
+            times.append(time.process_time() - start)
+        return min(times) / n * 1000
+
+    read_ms = best(lambda: [judge.read(raw, tid, keys.for_table) for tid, raw in feed])
+    verify_ms = best(
+        lambda: [verify_envelope(d, keys.for_table(tid) or {}, table_id=tid) for tid, d in parsed]
+    )
+    return {
+        "messages": n,
+        "mean_bytes": round(sum(len(r) for _, r in feed) / n),
+        "judge_read_ms_per_message": round(read_ms, 4),
+        "verify_ms_per_message": round(verify_ms, 4),
+        "verify_share_of_judging": round(verify_ms / read_ms, 2),
+    }
 
 
 def _interrupted(signum: int, frame: object) -> None:
@@ -457,7 +549,31 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=20)
     parser.add_argument("--database", choices=["postgresql", "sqlite"], default="postgresql")
     parser.add_argument("--quick", action="store_true", help="100 tables for 3 minutes")
+    parser.add_argument(
+        "--verify-cost",
+        type=int,
+        metavar="N",
+        default=0,
+        help="only measure the pit's judging of N feed messages in process, with and without "
+        "the signature check (docs/performance.md), and exit",
+    )
+    parser.add_argument(
+        "--ingest-cost",
+        type=int,
+        metavar="N",
+        default=0,
+        help="only measure Store.ingest of N simulated messages in batches of 200, in process, "
+        "into --database (sqlite: a temporary file; postgresql: --database-url), and exit",
+    )
+    parser.add_argument("--database-url", default="", help="for --ingest-cost postgresql")
     args = parser.parse_args()
+    if args.ingest_cost:
+        figures = ingest_cost(args.ingest_cost, args.database, args.database_url)
+        print(json.dumps(figures, separators=(",", ":")), flush=True)
+        return 0
+    if args.verify_cost:
+        print(json.dumps(verify_cost(args.verify_cost), separators=(",", ":")), flush=True)
+        return 0
     if args.quick:
         args.tables, args.minutes = 100, 3.0
     # aiomqtt logs every publish beyond 10 in flight; the publishers keep WINDOW in flight.

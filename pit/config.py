@@ -70,6 +70,12 @@ class RecordConfig(_Model):
     checkpoint_keys: dict[str, Path] = Field(
         default_factory=dict, description="a key file per table id, when tables have their own"
     )
+    feed_keys_file: Path | None = Field(
+        None,
+        description="each table's public feed key, one a line: TABLE_ID ed25519 <64 hex> (the "
+        "public_key line of paigow-table feed-key show); a table not listed has every message "
+        "refused (docs/pit.md)",
+    )
     max_seq_jump: int = Field(
         100_000,
         ge=100,

@@ -1,8 +1,11 @@
 """``paigow-table pit demo --tables 6`` (also ``paigow-table demo --tables 6``): a pit of live
 simulated tables in one command. A private Mosquitto (persistence on), N real table daemons
 (``paigow-table run``, their shuffler and RNG box simulated on ptys, a round every
-``--interval`` s, checkpoints signed, commands signed), and the pit (SQLite in a temporary
-directory unless ``--database``) with its page on 127.0.0.1."""
+``--interval`` s, every message signed with the table's own feed key, checkpoints signed,
+commands signed), and the pit (SQLite in a temporary directory unless ``--database``) with its
+page on 127.0.0.1. Each table's ``feed.key`` is made before the pit starts and its public key
+registered with the pit (``[record] feed_keys_file``), as IT would at install; the pit and the
+tables share one supervisors file (a badge and a fresh PIN, printed)."""
 
 from __future__ import annotations
 
@@ -39,6 +42,8 @@ def demo_pit_config(
     checkpoint_key: Path,
     command_key: Path,
     report_key: Path,
+    feed_keys: Path,
+    supervisors: Path,
     tables: int = 6,
 ) -> str:
     db = database or f"sqlite:///{workdir / 'pit.sqlite3'}"
@@ -47,9 +52,9 @@ def demo_pit_config(
         f'[broker]\nhost = "127.0.0.1"\nport = {broker_port}\nprotocol = "5"\n'
         'client_id = "paigow-pit-demo"\n'
         f"[database]\nurl = {json.dumps(db)}\n"
-        f'[record]\ncheckpoint_key_file = "{checkpoint_key}"\n'
+        f'[record]\ncheckpoint_key_file = "{checkpoint_key}"\nfeed_keys_file = "{feed_keys}"\n'
         f'[commands]\nkey_file = "{command_key}"\nkey_id = "pit"\n'
-        f"supervisors = [{json.dumps(SUPERVISOR)}]\n"
+        f'supervisors_file = "{supervisors}"\n'
         f'[web]\nhost = "127.0.0.1"\nport = {http_port}\n'
         f'[shift]\nreport_key_file = "{report_key}"\n'
         "[protection]\nshufflers = { "
@@ -76,11 +81,14 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         command_key = _secret_file(workdir / "pit-command.key", command_secret)
         keys = _secret_file(workdir / "command-keys", f"pit hmac-sha256 {command_secret}")
         report_key = _secret_file(workdir / "report.key", secrets.token_hex(32))
+        names = [f"PG-{i + 1:02d}" for i in range(args.tables)]
+        feed_keys = register_feed_keys(workdir, names)
+        pin, supervisors = _supervisor(workdir)
         async with Mosquitto(workdir / "broker", persistence=True) as broker:
             text = demo_pit_config(
                 workdir, broker.port, args.http_port, args.database,
                 checkpoint_key=checkpoint_key, command_key=command_key, report_key=report_key,
-                tables=args.tables,
+                feed_keys=feed_keys, supervisors=supervisors, tables=args.tables,
             )  # fmt: skip
             config = parse_pit_config(text, "<demo>")
             await asyncio.to_thread(migrate, config.database_url)
@@ -90,18 +98,11 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             extra = table_mqtt_section(
                 broker.port, checkpoint_key_file=checkpoint_key, command_keys_file=keys
             )
-            pin, supervisors = _supervisor(workdir)
             # The [display] keys TableDaemon writes come last in its section: these join them.
             pages = f'supervisors_file = "{supervisors}"\n' + extra
             tables = [
-                TableDaemon(
-                    f"PG-{i + 1:02d}",
-                    workdir / f"PG-{i + 1:02d}",
-                    extra=pages,
-                    seed=i + 1,
-                    display_port=free_port(),
-                )
-                for i in range(args.tables)
+                TableDaemon(name, workdir / name, extra=pages, seed=i + 1, display_port=free_port())
+                for i, name in enumerate(names)
             ]
             dealers: list[asyncio.Task[None]] = []
             try:
@@ -143,6 +144,23 @@ SUPERVISOR = "S-DEMO"
 ALARM_ROUND = 2
 
 
+def register_feed_keys(workdir: Path, table_ids: list[str]) -> Path:
+    """Each table's own feed key, made in its workdir (where the daemon finds it: ``feed.key``
+    beside its journal) as ``paigow-table feed-key init`` makes it at install, and the pit's
+    ``feed_keys_file`` registering their public keys."""
+    from controller.mqtt.feed_key import create_feed_key
+    from pit.keys import keys_line
+
+    lines = []
+    for table_id in table_ids:
+        (workdir / table_id).mkdir(parents=True, exist_ok=True)
+        signer, _ = create_feed_key(workdir / table_id / "feed.key")
+        lines.append(keys_line(table_id, signer.public_key))
+    path = workdir / "feed-keys"
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
 def _supervisor(workdir: Path) -> tuple[str, Path]:
     """A fresh six-digit PIN for :data:`SUPERVISOR`, and the tables' supervisors file (its
     salted hash only)."""
@@ -161,8 +179,8 @@ def _print_pit(
         f"pit demo: {len(tables)} tables on a private Mosquitto at 127.0.0.1:{broker}, "
         f"a round every {args.interval:g} s each",
         f"pit page {pit_url}/   (Ctrl-C stops)",
-        f"supervisor (this demo only): badge {SUPERVISOR}  PIN {pin}  — on the tables' pages; "
-        f"the pit page asks for the name {SUPERVISOR}",
+        f"supervisor (this demo only): badge {SUPERVISOR}  PIN {pin}  — on the tables' pages "
+        "and on the pit page (acknowledging takes both)",
     ]
     for t in tables:
         web = f"http://127.0.0.1:{t.display_port}"

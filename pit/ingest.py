@@ -19,6 +19,10 @@
 - No message stops the pit (issue 30): each is judged alone (``pit.judge``, a savepoint of its
   own); what fails is a reject, logged and acknowledged. Only the database itself failing is
   "database down".
+- Every message is the table's own signed words (issue 30): its Ed25519 signature is checked
+  under the key registered for the table of its topic (``[record] feed_keys_file``,
+  ``pit.keys``, read again when it changes) before anything else uses it; what is not is a
+  reject with a record alarm.
 - Liveness: while connected, a table heard nothing from for ``[liveness] probe_after`` s is
   sent a ``status_request`` (signed with the pit's command key when it has one); one still
   silent after ``silent_after`` s (counted from the pit's own connect at the earliest) is

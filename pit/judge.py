@@ -7,21 +7,31 @@ its ``time`` (ISO 8601 with a zone), and the payload against its schema. Whateve
 :class:`Refused` with a one-line reason; the store keeps it as a reject (escaped and bounded by
 :func:`escaped`) and the message is acknowledged like any other.
 
-What it does not protect against: a well-formed message with false content (that is what the
-record checks and, later, signatures are for).
+Then the signature (``controller.feed_signature.verify_envelope``) under the keys registered for
+the table whose topic it came on (``pit.keys``), before any other use of the message: the store
+sees only ``Verified.message``. An unsigned, forged, altered, another table's or an unknown key's
+message is refused with the kind of record alarm it raises (:data:`SIGNATURE_ALARMS`).
+
+What it does not protect against: a well-formed, well-signed message with false content (a
+table host that lies before signing, or a key stolen off a table); that is what the record
+checks are for, as far as they go (docs/pit.md "What the pit can prove").
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel, ValidationError
 
+from controller.feed_signature import SIG_FIELD, FeedSignatureError, verify_envelope
 from controller.messages import (
     AlarmAckPayload,
     AlarmPayload,
@@ -67,6 +77,32 @@ _BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
 # a 3-digit exponent (infinity), a NUL or surrogate escape (a raw NUL or control character is
 # not JSON, and strict UTF-8 has no surrogates). A text without any is not walked.
 _SUSPECT = re.compile(r"\d{16,}|[eE][+-]?\d{3,}|\\u0000|\\u[dD][89a-fA-F]")
+
+
+#: The record alarm each signature failure raises on the table of the topic it came on (an
+#: unknown key: ``key_changed`` when the table has a registered key, else ``key_unregistered``).
+SIGNATURE_ALARMS: dict[str, str | None] = {
+    "malformed": None,
+    "unsigned": "unsigned",
+    "malformed_signature": "forged",
+    "bad_signature": "forged",
+    "wrong_table": "wrong_table",
+}
+
+
+#: A table's registered feed keys by key id, or None for a table not registered.
+KeysOf = Callable[[str], Mapping[str, Ed25519PublicKey] | None]
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _Duplicate("a JSON object names a member twice")
+    return out
 
 
 class Refused(Exception):
@@ -138,7 +174,9 @@ def parse(payload: bytes, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DE
     if too_deep(text, max_depth):
         raise Refused(f"nested deeper than {max_depth}")
     try:
-        data = json.loads(text, parse_constant=_no_constant)
+        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_duplicates)
+    except _Duplicate:
+        raise Refused("a JSON object names a member twice (which one was signed?)") from None
     except (ValueError, RecursionError):
         raise Refused("not JSON") from None
     problem = value_problem(data, "") if _SUSPECT.search(text) else None
@@ -197,11 +235,55 @@ def claimed_time(text: str) -> datetime:
     return when
 
 
+def signed(data: Any, topic_table: str, keys_of: KeysOf) -> dict[str, Any]:
+    """The message ``data`` without its ``sig`` if the keys registered for the table of its
+    topic (``keys_of(topic_table)``; None: not registered) vouch for it, signed for that table;
+    else :class:`Refused` with its record alarm's kind (:data:`SIGNATURE_ALARMS`)."""
+    if not isinstance(data, dict):
+        raise Refused("not a JSON object")
+    keys = keys_of(topic_table)
+    try:
+        return verify_envelope(data, keys or {}, table_id=topic_table).message
+    except FeedSignatureError as exc:
+        if exc.reason != "unknown_key":
+            kind = SIGNATURE_ALARMS.get(exc.reason, "forged")
+            raise Refused(f"{exc.reason}: {escaped(exc.detail, 200)}", kind) from None
+    kid = escaped(str(data[SIG_FIELD].get("key_id")), 64)
+    table = escaped(topic_table, 64)
+    named = data.get("table_id")
+    if isinstance(named, str) and named != topic_table:
+        other = keys_of(named)
+        with contextlib.suppress(FeedSignatureError):
+            verify_envelope(data, other or {}, table_id=named)
+            raise Refused(
+                f"wrong_table: {escaped(named, 64)}'s own message, on {table}'s topic",
+                "wrong_table",
+            )
+    if keys is None:
+        raise Refused(
+            f"key_unregistered: {table} signs with {kid}, which the pit has no line for: "
+            f"register it ([record] feed_keys_file) once paigow-table feed-key show on "
+            f"{table} prints that key id",
+            "key_unregistered",
+        )
+    raise Refused(
+        f"key_changed: {table} signs with {kid}, not with its registered key "
+        f"({', '.join(sorted(keys))}): a new key is registered by the casino, not by the table",
+        "key_changed",
+    )
+
+
 def read(
-    payload: bytes, topic_table: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH
+    payload: bytes,
+    topic_table: str,
+    keys_of: KeysOf,
+    *,
+    max_bytes: int = MAX_BYTES,
+    max_depth: int = MAX_DEPTH,
 ) -> Message:
-    """The message in ``payload`` sent on ``topic_table``'s topic, or :class:`Refused`."""
-    data = parse(payload, max_bytes=max_bytes, max_depth=max_depth)
+    """The message in ``payload`` sent on ``topic_table``'s topic, its signature checked
+    against the keys ``keys_of`` that table (:func:`signed`), or :class:`Refused`."""
+    data = signed(parse(payload, max_bytes=max_bytes, max_depth=max_depth), topic_table, keys_of)
     problem = envelope_problem(data)
     if problem is not None:
         raise Refused(problem)

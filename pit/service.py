@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 from collections.abc import Callable
 
-from pit.config import PitConfig, read_hex_key
+from pit.config import PitConfig, PitConfigError, read_hex_key
 from pit.ingest import Ingest
+from pit.keys import FeedKeys
 from pit.store import Limits, Outcome, Shifts, Store, migrate, redact
 from pit.web import PitWeb
 
@@ -27,6 +29,19 @@ def store_limits(config: PitConfig) -> Limits:
     )
 
 
+def feed_keys_of(config: PitConfig) -> FeedKeys:
+    """The tables' registered feed keys (``[record] feed_keys_file``); PitConfigError for a
+    file the pit cannot read."""
+    path = config.record.feed_keys_file
+    if path is None:
+        log.warning("pit_no_feed_keys: [record] feed_keys_file is not set: every message refused")
+        return FeedKeys()
+    try:
+        return FeedKeys(path=path)
+    except (OSError, ValueError) as exc:
+        raise PitConfigError(f"[record] feed_keys_file: {exc}") from None
+
+
 def store_factory(config: PitConfig) -> Callable[[], Store]:
     default = (
         read_hex_key(config.record.checkpoint_key_file)
@@ -36,6 +51,7 @@ def store_factory(config: PitConfig) -> Callable[[], Store]:
     keys = {t: read_hex_key(p) for t, p in config.record.checkpoint_keys.items()}
     shifts = Shifts(config.shift.starts, config.shift.timezone)
     limits = store_limits(config)
+    feed_keys = feed_keys_of(config)
 
     def make() -> Store:
         return Store(
@@ -45,6 +61,7 @@ def store_factory(config: PitConfig) -> Callable[[], Store]:
             default_checkpoint_key=default,
             root=config.site.root,
             limits=limits,
+            feed_keys=feed_keys,
         )
 
     return make
@@ -92,7 +109,11 @@ async def run_pit(config: PitConfig, ready: Callable[[Pit], None] | None = None)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    pit = Pit(config)
+    try:
+        pit = Pit(config)
+    except PitConfigError as exc:
+        print(f"pit: {exc}", file=sys.stderr)
+        return 78  # EX_CONFIG, which the unit does not restart on
     task = asyncio.create_task(pit.run(stop))
     if ready is not None:
         # READY once subscribed and listening; a stop before that (a broker that never

@@ -1,19 +1,31 @@
 """Simulated tables' feeds, made in-process with the table's own message models and envelope
 (``controller.messages``), its hash-chain link (``controller.journal.store.chain_link``) and
 checkpoint signature (``controller.journal.checkpoints.sign_checkpoint``): schema-valid,
-sequenced, chained and checkpointed, as a real table sends them. For the pit's benchmark
-(bench/pit.py) and tests, where a thousand real daemons would not fit on the machine.
+sequenced, chained and checkpointed, and signed (``controller.feed_signature.FeedSigner``) as a
+real table sends them. For the pit's benchmark (bench/pit.py) and tests, where a thousand real
+daemons would not fit on the machine.
+
+Each simulated table signs with its own Ed25519 key, derived from its table id
+(:func:`sim_signer`) so that a test, the benchmark and the pit they start agree on it without
+passing files around; :class:`SimulatedKeys` registers every such key with an in-process pit,
+:func:`sim_keys_text` writes them as a ``[record] feed_keys_file``. Anyone can derive these
+keys: they are for simulated tables only, never a real table's.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from controller.feed_signature import FeedSigner, keyring
 from controller.journal.checkpoints import sign_checkpoint
 from controller.journal.store import chain_link
 from controller.messages import (
@@ -26,6 +38,7 @@ from controller.messages import (
     StatusPayload,
     envelope,
 )
+from pit.keys import FeedKeys, Keyring, keys_line
 
 _RANKS = "23456789TJQKA"
 _SUITS = "cdhs"
@@ -52,6 +65,8 @@ class SimTable:
     round_seq: int = 0
     event_id: int = 0
     chain: str = ""
+    #: the last checkpoint's row and hash, which the next one names
+    last_checkpoint: tuple[int, str] | None = None
     dealer_id: str = "D-100"
     rng: random.Random = field(default_factory=random.Random)
 
@@ -187,6 +202,9 @@ class SimTable:
             "chain": self.chain,
             "made_at": at,
         }
+        if self.last_checkpoint is not None:
+            body["prev_event_id"], body["prev_chain"] = self.last_checkpoint
+        self.last_checkpoint = (self.event_id, self.chain)
         checkpoint = CheckpointPayload(
             **body, key_id="checkpoint.key", hmac=sign_checkpoint(self.key, body)
         )
@@ -194,5 +212,37 @@ class SimTable:
         return out
 
 
-def wire(body: dict[str, Any]) -> bytes:
+@lru_cache(maxsize=4096)
+def sim_signer(table_id: str) -> FeedSigner:
+    """The simulated table's feed key (module text: derived from its id, for simulations)."""
+    seed = hashlib.sha256(b"paigow-simfeed-key/" + table_id.encode("utf-8")).digest()
+    return FeedSigner(Ed25519PrivateKey.from_private_bytes(seed))
+
+
+class SimulatedKeys(FeedKeys):
+    """Every simulated table's key registered (any table id: its :func:`sim_signer`), unless
+    the keys given or read (``FeedKeys``: a real table daemon's) name the table."""
+
+    def for_table(self, table_id: str) -> Keyring | None:
+        registered = super().for_table(table_id)
+        if registered is not None:
+            return registered
+        return keyring([sim_signer(table_id).public_key])
+
+
+def sim_keys_text(table_ids: list[str]) -> str:
+    """A ``[record] feed_keys_file`` registering these simulated tables' keys."""
+    return "".join(keys_line(t, sim_signer(t).public_key) for t in table_ids)
+
+
+def unsigned(body: dict[str, Any]) -> bytes:
+    """The message's bytes without a signature (what the pit refuses)."""
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def wire(body: dict[str, Any], signer: FeedSigner | None = None) -> bytes:
+    """The message's bytes as the table publishes them: signed by ``signer``, by default the
+    simulated key of the table it names."""
+    if signer is None:
+        signer = sim_signer(str(body.get("table_id")))
+    return signer.sign(body)

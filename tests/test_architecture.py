@@ -289,9 +289,6 @@ OVER_BUDGET = {
     "simulators/usb_backend.py::SimulatedHidBackend": "pyusb's IBackend interface, as it is",
     "pit/demo.py::run_demo": "the pit demo's script, step by step",
     "pit/simfeed.py::SimTable.next_round": "a simulated round's every message",
-    "pit/store.py::Store": "being split into rooms (issue 33, the pit's Store)",
-    "pit/store.py::Store._sequence": "being split (issue 33, the pit's Store)",
-    "pit/store.py::Store._checkpoint": "being split (issue 33, the pit's Store)",
     "pit/web.py::PitWeb": "the pit's pages and their routes (23 methods)",
 }
 

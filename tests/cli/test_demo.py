@@ -98,7 +98,10 @@ def _get(url: str) -> Any:
 
 def _post(url: str, body: dict[str, str]) -> tuple[int, Any]:
     request = urllib.request.Request(
-        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+        url,
+        json.dumps(body).encode(),
+        # Same-origin JSON, as the page's own script sends it (issue 30).
+        {"Content-Type": "application/json", "Origin": url.split("/api/", 1)[0]},
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -148,14 +151,14 @@ def test_the_pit_demo_shows_every_page_and_an_alarm_to_acknowledge() -> None:
             return next((a for a in alarms if a["ack_required"] and not a["acked_by"]), None)
 
         alarm = _until("latched alarm on PG-01", latched)
+        ids = {"table_id": "PG-01", "alarm_id": alarm["alarm_id"]}
+        status, answer = _post(f"{api}/acknowledge", {**ids, "by": badge.group(1)})
+        assert status == 400, answer  # a typed name is no credential
+        wrong = "000000" if badge.group(2) != "000000" else "111111"
+        status, answer = _post(f"{api}/acknowledge", {**ids, "badge": badge.group(1), "pin": wrong})
+        assert status in (401, 403), answer  # only the demo's supervisor, with the PIN
         status, answer = _post(
-            f"{api}/acknowledge",
-            {"table_id": "PG-01", "alarm_id": alarm["alarm_id"], "by": "someone"},
-        )
-        assert status == 403, answer  # only the demo's supervisor
-        status, answer = _post(
-            f"{api}/acknowledge",
-            {"table_id": "PG-01", "alarm_id": alarm["alarm_id"], "by": badge.group(1)},
+            f"{api}/acknowledge", {**ids, "badge": badge.group(1), "pin": badge.group(2)}
         )
         assert status == 200 and answer["ok"], answer
 

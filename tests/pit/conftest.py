@@ -18,6 +18,7 @@ import pytest
 from controller.mqtt.wire import NODELAY
 from pit.config import PitConfig, parse_pit_config
 from pit.ingest import Ingest
+from pit.simfeed import SimulatedKeys
 from pit.store import Outcome, Store, migrate
 from simulators.mosquitto import Mosquitto
 
@@ -73,7 +74,13 @@ def make_config(broker_port: int, db_url: str, *, extra: str = "", **broker: Any
 
 
 def make_store(config: PitConfig) -> Store:
-    return Store(config.database_url, default_checkpoint_key=KEY, root=config.site.root)
+    """The pit's store as the tests run it: every simulated table's feed key registered."""
+    return Store(
+        config.database_url,
+        default_checkpoint_key=KEY,
+        root=config.site.root,
+        feed_keys=SimulatedKeys(path=config.record.feed_keys_file),
+    )
 
 
 class RunningIngest:
@@ -116,3 +123,22 @@ async def publish(port: int, messages: list[tuple[str, bytes]], *, retain: bool 
 
 def read_store(config: PitConfig) -> Store:
     return make_store(config)
+
+
+def feed_keys_file(
+    path: Path, simulated: list[str] | tuple[str, ...] = (), daemons: dict[str, Path] | None = None
+) -> Path:
+    """A ``[record] feed_keys_file`` registering simulated tables' keys and each real table
+    daemon's own ``feed.key`` (made here in its workdir, as ``paigow-table feed-key init`` does
+    at install; the daemon finds it beside its journal)."""
+    from controller.mqtt.feed_key import create_feed_key
+    from pit.keys import keys_line
+    from pit.simfeed import sim_keys_text
+
+    lines = [sim_keys_text(list(simulated))]
+    for table_id, workdir in (daemons or {}).items():
+        workdir.mkdir(parents=True, exist_ok=True)
+        signer, _ = create_feed_key(workdir / "feed.key")
+        lines.append(keys_line(table_id, signer.public_key))
+    path.write_text("".join(lines), encoding="utf-8")
+    return path

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller.messages import AlarmAckPayload, AlarmPayload, envelope
-from pit.simfeed import SimTable, wire
+from pit.simfeed import SimTable, SimulatedKeys, wire
 from pit.store import Incoming, Store, migrate
 from simulators.mosquitto import Mosquitto
 from tests.pit.conftest import KEY, RunningIngest, make_config, publish, read_store
@@ -30,7 +30,7 @@ ROOT = "casino/demo/paigow/"
 
 def _store(url: str) -> Store:
     migrate(url)
-    return Store(url, default_checkpoint_key=KEY, root=ROOT)
+    return Store(url, default_checkpoint_key=KEY, root=ROOT, feed_keys=SimulatedKeys())
 
 
 def _incoming(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pit.config import PitConfigError, parse_pit_config
-from pit.simfeed import SimTable, wire
+from pit.simfeed import SimTable, SimulatedKeys, wire
 from pit.store import Incoming, Store
 from pit.web import PitWeb
 from tests.pit.conftest import KEY
@@ -48,7 +48,7 @@ def test_migrate_shift_report_and_export(tmp_path: Path, db_url: str) -> None:
     assert first.returncode == 0 and "0001.initial" in first.stdout, first.stderr
     again = _cli("migrate", "--config", str(config))
     assert again.returncode == 0 and "nothing (current)" in again.stdout
-    store = Store(db_url, root="casino/demo/paigow/")
+    store = Store(db_url, root="casino/demo/paigow/", feed_keys=SimulatedKeys())
     table = SimTable("PG-09", key=KEY, seed=9)
     start = datetime.now(UTC) - timedelta(minutes=5)
     for i in range(20):

@@ -26,7 +26,14 @@ import aiohttp
 from pit.simfeed import SimTable, wire
 from pit.tables import TableDaemon, table_mqtt_section
 from simulators.mosquitto import Mosquitto
-from tests.pit.conftest import KEY, RunningIngest, make_config, publish, read_store
+from tests.pit.conftest import (
+    KEY,
+    RunningIngest,
+    feed_keys_file,
+    make_config,
+    publish,
+    read_store,
+)
 from tests.pit.test_tables import _pit_process, _wait
 
 
@@ -46,10 +53,12 @@ async def test_a_killed_table_shows_offline_within_30_s(
     broker: Mosquitto, db_url: str, tmp_path: Path
 ) -> None:
     web = _free_port()
+    keys, workdir = tmp_path / "feed-keys", tmp_path / "PG-01"
     config = tmp_path / "pit.toml"
     config.write_text(
         f'[site]\nid = "demo"\n[broker]\nport = {broker.port}\nprotocol = "5"\n'
         f'client_id = "pit-kill"\n[database]\nurl = "{db_url}"\n'
+        f'[record]\nfeed_keys_file = "{feed_keys_file(keys, daemons={"PG-01": workdir})}"\n'
         f'[web]\nhost = "127.0.0.1"\nport = {web}\n'
     )
     log = tmp_path / "pit.log"
@@ -87,7 +96,10 @@ async def test_a_killed_table_shows_offline_within_30_s(
 async def test_a_silent_table_is_probed_then_marked_and_a_live_one_answers(
     broker: Mosquitto, db_url: str, tmp_path: Path
 ) -> None:
-    extra = "[liveness]\nprobe_after = 1.0\nsilent_after = 3.0\n"
+    keys = feed_keys_file(tmp_path / "feed-keys", daemons={"PG-02": tmp_path / "PG-02"})
+    extra = (
+        f'[liveness]\nprobe_after = 1.0\nsilent_after = 3.0\n[record]\nfeed_keys_file = "{keys}"\n'
+    )
     config = make_config(broker.port, db_url, protocol="5", client_id="pit-live", extra=extra)
     table = TableDaemon("PG-02", tmp_path / "PG-02", extra=table_mqtt_section(broker.port), seed=6)
     ghost = SimTable("PG-03", key=KEY)  # it said online once; nothing answers for it since

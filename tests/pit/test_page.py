@@ -27,7 +27,7 @@ from pit.simfeed import SimTable, wire
 from pit.tables import TableDaemon, table_mqtt_section
 from simulators.mosquitto import Mosquitto
 from tests.display.conftest import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS
-from tests.pit.conftest import KEY, publish
+from tests.pit.conftest import KEY, feed_keys_file, publish
 
 #: artifacts/screenshots/ (gitignored) like the table's browser tests; PIT_SCREENS=docs/screens
 #: refreshes the committed ones.
@@ -45,9 +45,11 @@ def _secret(path: Path, text: str) -> Path:
 def _config(tmp: Path, broker: int, db_url: str, port: int, token: Path, key: Path) -> PitConfig:
     checkpoint = _secret(tmp / "checkpoint.key", KEY.hex())
     supervisors = _secret(tmp / "supervisors", f"S100 {hash_pin(PIN, iterations=20_000)}")
+    sims = [f"PG-0{i}" for i in range(2, 7)]  # each table's feed key registered (issue 30)
     return parse_pit_config(
         f'[site]\nid = "demo"\n[broker]\nport = {broker}\nprotocol = "5"\nclient_id = "pit-page"\n'
         f'[database]\nurl = "{db_url}"\n[record]\ncheckpoint_key_file = "{checkpoint}"\n'
+        f'feed_keys_file = "{feed_keys_file(tmp / "feed-keys", sims, {"PG-01": tmp / "PG-01"})}"\n'
         f'[commands]\nkey_file = "{key}"\nkey_id = "pit"\nsupervisors_file = "{supervisors}"\n'
         f'[web]\nhost = "127.0.0.1"\nport = {port}\ntoken_file = "{token}"\n'
         "[protection]\nshufflers = { "

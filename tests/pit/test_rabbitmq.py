@@ -17,7 +17,8 @@ from pathlib import Path
 import aiomqtt
 
 from pit.tables import TableDaemon, table_mqtt_section
-from tests.pit.conftest import KEY, RunningIngest, make_config, read_store
+from tests.pit.conftest import KEY, RunningIngest, feed_keys_file, make_config, read_store
+from tests.pit.test_tables import _deal_and_close
 
 HOST, _, PORT = os.environ.get("PIT_RABBITMQ_MQTT", "127.0.0.1:1884").rpartition(":")
 
@@ -43,7 +44,8 @@ async def test_a_real_table_through_rabbitmq_reaches_the_pit_once(
     key_file.chmod(0o600)
     config = make_config(
         port, db_url, protocol="3.1.1", client_id=client_id,
-        extra="",
+        extra="[record]\nfeed_keys_file = "
+        f'"{feed_keys_file(tmp_path / "feed-keys", daemons={"PG-R1": tmp_path / "PG-R1"})}"\n',
     )  # fmt: skip
     config = config.model_copy(
         update={
@@ -60,13 +62,11 @@ async def test_a_real_table_through_rabbitmq_reaches_the_pit_once(
         async with RunningIngest(config) as pit:
             await table.start()
             for _ in range(3):
-                await table.deal()
-                await asyncio.sleep(0.3)
+                await _deal_and_close([table])
             store = read_store(config)
             await pit.until(lambda: store.counts()["rounds"] >= 3, 30)
         for _ in range(3):  # the pit is away; RabbitMQ keeps its queue
-            await table.deal()
-            await asyncio.sleep(0.3)
+            await _deal_and_close([table])
         deadline = time.monotonic() + 30
         while _outbox(table.journal) and time.monotonic() < deadline:
             await asyncio.sleep(0.2)

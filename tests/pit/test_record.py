@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from controller.journal.checkpoints import sign_checkpoint
 from pit import shift
-from pit.simfeed import SimTable, wire
+from pit.simfeed import SimTable, SimulatedKeys, wire
 from pit.store import Incoming, Store, migrate
 from tests.pit.conftest import KEY
 
@@ -21,15 +21,21 @@ ROOT = "casino/demo/paigow/"
 
 def _store(url: str) -> Store:
     migrate(url)
-    return Store(url, default_checkpoint_key=KEY, root=ROOT)
+    return Store(url, default_checkpoint_key=KEY, root=ROOT, feed_keys=SimulatedKeys())
 
 
 def _incoming(messages: list[tuple[str, dict[str, object]]]) -> list[Incoming]:
     return [Incoming(t, wire(b), False, time.time()) for t, b in messages]
 
 
-def _checkpoint(table: SimTable, event_id: int, chain: str, made_at: str) -> Incoming:
-    body = {"table_id": table.table_id, "event_id": event_id, "chain": chain, "made_at": made_at}
+def _checkpoint(
+    table: SimTable, event_id: int, chain: str, made_at: str, prev: tuple[int, str] | None = None
+) -> Incoming:
+    body: dict[str, object] = {
+        "table_id": table.table_id, "event_id": event_id, "chain": chain, "made_at": made_at,
+    }  # fmt: skip
+    if prev is not None:  # the checkpoint before it, as the table names it (issue 30)
+        body["prev_event_id"], body["prev_chain"] = prev
     table.seq += 1
     message = {
         "schema": "paigow.checkpoint", "version": 1, "msg_id": f"{table.table_id}-X{table.seq}",
@@ -67,7 +73,8 @@ def test_a_rewritten_chain_and_a_cut_tail_raise_alarms_until_acknowledged(db_url
     table = SimTable("PG-02", key=KEY)
     t0 = datetime.now(UTC)
     at = [(t0 + timedelta(seconds=i)).isoformat().replace("+00:00", "Z") for i in range(5)]
-    store.ingest([_checkpoint(table, 10, "a" * 64, at[0]), _checkpoint(table, 20, "b" * 64, at[1])])
+    first = _checkpoint(table, 10, "a" * 64, at[0])
+    store.ingest([first, _checkpoint(table, 20, "b" * 64, at[1], prev=(10, "a" * 64))])
     assert _kinds(store, "PG-02") == []
     # Row 10 again, with another hash: the journal was rewritten under the checkpoint.
     outcome = store.ingest([_checkpoint(table, 10, "c" * 64, at[2])])

@@ -17,7 +17,7 @@ from pathlib import Path
 from pit.store import Store
 from pit.tables import TableDaemon, table_mqtt_section
 from simulators.mosquitto import Mosquitto, with_parent
-from tests.pit.conftest import KEY
+from tests.pit.conftest import KEY, feed_keys_file
 
 
 def _pit_process(config: Path, log: Path) -> subprocess.Popen[bytes]:
@@ -31,12 +31,27 @@ def _pit_process(config: Path, log: Path) -> subprocess.Popen[bytes]:
 
 def _journal_rounds(journal: Path) -> set[str]:
     with sqlite3.connect(f"file:{journal}?mode=ro", uri=True) as conn:
-        return {r[0] for r in conn.execute("SELECT round_id FROM rounds WHERE status IS NOT NULL")}
+        return {r[0] for r in conn.execute("SELECT round_id FROM rounds WHERE status <> 'open'")}
 
 
 def _outbox(journal: Path) -> int:
     with sqlite3.connect(f"file:{journal}?mode=ro", uri=True) as conn:
         return int(conn.execute("SELECT count(*) FROM outbox").fetchone()[0])
+
+
+def _closed(journal: Path) -> int:
+    with sqlite3.connect(f"file:{journal}?mode=ro", uri=True) as conn:
+        return int(conn.execute("SELECT count(*) FROM rounds WHERE status <> 'open'").fetchone()[0])
+
+
+async def _deal_and_close(tables: list[TableDaemon]) -> None:
+    """A round dealt at each table, and each closed in its journal before the next deal (a
+    deal pressed before the last round closed is not one round more)."""
+    before = [_closed(t.journal) for t in tables]
+    await asyncio.gather(*(t.deal() for t in tables))
+    await _wait(
+        lambda: all(_closed(t.journal) > n for t, n in zip(tables, before, strict=True)), 60
+    )
 
 
 async def _wait(predicate: object, timeout: float) -> None:
@@ -53,10 +68,15 @@ async def test_real_tables_pit_killed_and_broker_restarted_nothing_lost(
     key_file.write_text(KEY.hex() + "\n")
     key_file.chmod(0o600)
     config = tmp_path / "pit.toml"
+    # Each table's own feed key (made as at install) registered with the pit.
+    keys = feed_keys_file(
+        tmp_path / "feed-keys", daemons={f"PG-0{i}": tmp_path / f"PG-0{i}" for i in (1, 2)}
+    )
     config.write_text(
         f'[site]\nid = "demo"\n[broker]\nport = {broker.port}\nprotocol = "5"\n'
         f'client_id = "pit-real"\n[database]\nurl = "{db_url}"\n'
-        f'[record]\ncheckpoint_key_file = "{key_file}"\n[web]\nenabled = false\n'
+        f'[record]\ncheckpoint_key_file = "{key_file}"\nfeed_keys_file = "{keys}"\n'
+        "[web]\nenabled = false\n"
     )
     extra = table_mqtt_section(broker.port, checkpoint_key_file=key_file)
     tables = [TableDaemon(f"PG-0{i}", tmp_path / f"PG-0{i}", extra=extra, seed=i) for i in (1, 2)]
@@ -69,20 +89,17 @@ async def test_real_tables_pit_killed_and_broker_restarted_nothing_lost(
         await asyncio.gather(*(t.start() for t in tables))
         store = Store(db_url, root="casino/demo/paigow/")
         for _ in range(3):
-            await asyncio.gather(*(t.deal() for t in tables))
-            await asyncio.sleep(0.4)
-        await _wait(lambda: store.counts()["rounds"] >= 6, 30)
+            await _deal_and_close(tables)
+        await _wait(lambda: store.counts()["rounds"] >= 6, 90)  # a loaded machine
         pit.send_signal(signal.SIGKILL)  # a crash mid-shift, with nothing to say
         pit.wait()
         for _ in range(3):  # dealt while the pit is down
-            await asyncio.gather(*(t.deal() for t in tables))
-            await asyncio.sleep(0.4)
+            await _deal_and_close(tables)
         await broker.stop()  # and the broker restarts (it saves the pit's session)
         await broker.start()
         pit = _pit_process(config, tmp_path / "pit.log")
         for _ in range(3):
-            await asyncio.gather(*(t.deal() for t in tables))
-            await asyncio.sleep(0.4)
+            await _deal_and_close(tables)
         # Everything the tables journaled reached the broker (their outboxes are empty).
         await _wait(lambda: all(_outbox(t.journal) == 0 for t in tables), 60)
         await asyncio.gather(*(t.close() for t in tables))

@@ -31,6 +31,7 @@ from pit.store import Incoming, migrate
 from pit.web import PitWeb, serving
 from simulators.mosquitto import Mosquitto
 from tests.display.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.pit.conftest import feed_keys_file
 
 PIN = "482915"
 
@@ -48,6 +49,7 @@ def _config(tmp: Path, broker: int, db_url: str, extra_web: str = "") -> tuple[P
     supervisors = _secret(tmp / "supervisors", f"S100 {hash_pin(PIN, iterations=20_000)}")
     config = parse_pit_config(
         f'[site]\nid = "demo"\n[broker]\nport = {broker}\n[database]\nurl = "{db_url}"\n'
+        f'[record]\nfeed_keys_file = "{feed_keys_file(tmp / "feed-keys", ["PG-01"])}"\n'
         f'[commands]\nkey_file = "{key}"\nsupervisors_file = "{supervisors}"\n'
         f'[web]\nhost = "127.0.0.1"\nport = 0\ntoken_file = "{token_file}"\nmax_streams = 2\n'
         + extra_web

@@ -1,0 +1,276 @@
+"""The pit's database connection (SQLite or PostgreSQL, one code: ``pit.store``), and the shapes
+a batch goes through: the message as it came (:class:`Incoming`), the bounds it is judged by
+(:class:`Limits`), a table's bookkeeping row (:class:`TableRow`) and what a batch did
+(:class:`Outcome`). The rooms of the pit's Store build on :class:`Database`: ``pit.record``
+(rejects and record checks), ``pit.projections`` (seq bookkeeping and projections),
+``pit.pages`` (what the page reads) and ``pit.store`` (the ingest itself).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from pit import judge
+from pit.keys import FeedKeys
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """One MQTT message as it came off the wire."""
+
+    topic: str
+    payload: bytes
+    retained: bool
+    received_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The bounds a message is judged by (``[broker] max_message_bytes``, ``[record]``)."""
+
+    max_bytes: int = judge.MAX_BYTES
+    max_depth: int = judge.MAX_DEPTH
+    #: a seq or round number further than this past the table's highest is refused
+    max_seq_jump: int = 100_000
+    #: a claimed time ahead of the arrival by more than this is implausible (seconds)
+    clock_tolerance: float = 300.0
+    #: a claimed time older than this before the arrival is implausible (not for a replay)
+    max_age: float = 7 * 86_400 + 300.0
+    #: this many rejects on one table's topic within ``reject_window`` s: a record alarm
+    reject_burst: int = 20
+    reject_window: float = 60.0
+
+
+#: The columns of :class:`TableRow`, in its order.
+_ROW_COLUMNS = (
+    "first_seq, high_seq, status_seq, chain_event_id, chain_made_at, chain_hash, "
+    "last_round_msg_seq, round_high"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TableRow:
+    """Where a table's copy stands, as one message finds it."""
+
+    first_seq: int | None
+    high_seq: int | None
+    status_seq: int | None
+    chain_event_id: int | None
+    chain_made_at: str | None
+    chain_hash: str | None
+    last_round_msg_seq: int | None
+    round_high: int | None
+
+
+def database_down(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database itself failing (its connection, its file, its disk),
+    as opposed to one message it refused (a value out of range, a constraint)."""
+    if isinstance(exc, sqlite3.Error):
+        down = (sqlite3.OperationalError, sqlite3.InternalError)
+        return isinstance(exc, down) or type(exc) is sqlite3.DatabaseError
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg is a dependency of the pit
+        return False
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+@dataclass
+class Outcome:
+    """What a batch did."""
+
+    stored: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    ignored: int = 0  # commands and replies on the tables' topics
+    tables: set[str] = field(default_factory=set)
+    gaps_reported: list[tuple[str, int]] = field(default_factory=list)
+    gaps_filled: list[tuple[str, int]] = field(default_factory=list)
+    alarms: list[dict[str, Any]] = field(default_factory=list)
+    #: per table, the envelope time of the newest message stored (publish→page latency)
+    sent: dict[str, str] = field(default_factory=dict)
+    #: each reject: the table its topic names and the reason (both escaped)
+    rejects: list[tuple[str, str]] = field(default_factory=list)
+    #: per table, when the pit last heard it in this batch (its own clock)
+    heard: dict[str, float] = field(default_factory=dict)
+
+    def merge(self, other: Outcome) -> None:
+        """Add what ``other`` (one message's outcome) did."""
+        self.stored += other.stored
+        self.duplicates += other.duplicates
+        self.rejected += other.rejected
+        self.ignored += other.ignored
+        self.tables |= other.tables
+        self.gaps_reported += other.gaps_reported
+        self.gaps_filled += other.gaps_filled
+        self.alarms += other.alarms
+        for table, when in other.sent.items():
+            self.sent[table] = max(self.sent.get(table, ""), when)
+        self.rejects += other.rejects
+        for table, at in other.heard.items():
+            self.heard[table] = max(self.heard.get(table, 0.0), at)
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def database_kind(url: str) -> str:
+    if url.startswith("sqlite:"):
+        return "sqlite"
+    if url.startswith(("postgresql:", "postgres:", "postgresql+psycopg:")):
+        return "postgresql"
+    raise ValueError(f"unsupported database URL {redact(url)!r}: sqlite:/// or postgresql://")
+
+
+def redact(url: str) -> str:
+    """A URL fit for a log line: no password."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    creds, _, host = rest.rpartition("@")
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://{user}@{host}"
+
+
+def _sqlite_path(url: str) -> str:
+    path = url.removeprefix("sqlite:///")
+    return path
+
+
+def migrate(url: str) -> list[str]:
+    """Apply the pit's migrations (yoyo) that the database lacks; returns their ids."""
+    from yoyo import get_backend, read_migrations  # type: ignore[import-untyped]
+
+    kind = database_kind(url)
+    if kind == "sqlite":
+        Path(_sqlite_path(url)).parent.mkdir(parents=True, exist_ok=True)
+        yoyo_url = "sqlite:///" + _sqlite_path(url)
+    else:
+        yoyo_url = "postgresql+psycopg://" + url.split("://", 1)[1]
+    with resources.as_file(resources.files("pit") / "migrations") as directory:
+        migrations = read_migrations(str(directory))
+        backend = get_backend(yoyo_url)
+        try:
+            with backend.lock():
+                todo = backend.to_apply(migrations)
+                backend.apply_migrations(todo)
+                return [m.id for m in todo]
+        finally:
+            with contextlib.suppress(Exception):
+                backend.connection.close()
+
+
+class Shifts:
+    """Shift boundaries (HH:MM, local time in ``timezone``): a time's shift is named by the
+    local date and time its shift began, ``2026-11-25 14:00``."""
+
+    def __init__(self, starts: Sequence[str], timezone: str = "UTC") -> None:
+        self.starts = sorted((int(s[:2]), int(s[3:5])) for s in starts)
+        self.zone = ZoneInfo(timezone)
+
+    def of(self, when: datetime) -> str:
+        local = when.astimezone(self.zone)
+        minutes = local.hour * 60 + local.minute
+        day = local.date()
+        begun = [s for s in self.starts if s[0] * 60 + s[1] <= minutes]
+        if begun:
+            h, m = begun[-1]
+        else:  # before the first start: the previous day's last shift
+            h, m = self.starts[-1]
+            day = day - timedelta(days=1)
+        return f"{day.isoformat()} {h:02d}:{m:02d}"
+
+
+class Database:
+    """One connection to the pit's database, and what every room of the Store shares."""
+
+    url: str
+    kind: str
+    conn: Any
+    limits: Limits
+    root: str
+    feed_keys: FeedKeys
+    checkpoint_keys: dict[str, bytes]
+    default_checkpoint_key: bytes | None
+    shifts: Shifts
+    _known: set[str]
+    _rows: dict[str, TableRow]
+    _rows_read: dict[str, TableRow]
+
+    def connect(self) -> None:
+        self.close()
+        if self.kind == "sqlite":
+            path = _sqlite_path(self.url)
+            conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")  # acknowledged means on disk
+            conn.execute("PRAGMA busy_timeout = 30000")
+            self.conn = conn
+        else:
+            import psycopg
+
+            dsn = self.url.replace("postgresql+psycopg://", "postgresql://", 1)
+            self.conn = psycopg.connect(dsn, autocommit=True, connect_timeout=5)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            self.conn = None
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.kind == "sqlite" else sql.replace("?", "%s")
+
+    def x(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Execute one statement; returns the cursor."""
+        return self.conn.execute(self._sql(sql), tuple(params))
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return list(self.x(sql, params).fetchall())
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        row = self.x(sql, params).fetchone()
+        return tuple(row) if row is not None else None
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.x("BEGIN IMMEDIATE" if self.kind == "sqlite" else "BEGIN")
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.x("ROLLBACK")
+            raise
+        self.x("COMMIT")
+
+    def database_bytes(self) -> int:
+        if self.kind == "sqlite":
+            path = Path(_sqlite_path(self.url))
+            return sum(
+                p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists()
+            )
+        row = self.one("SELECT pg_database_size(current_database())")
+        return int(row[0]) if row else 0
+
+    def _ensure_table(self, table_id: str, prefix: str, now: float) -> None:
+        if table_id not in self._known:
+            self.x(
+                "INSERT INTO tables (table_id, topic_prefix, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (table_id) DO NOTHING",
+                (table_id, prefix, now),
+            )
+            self._known.add(table_id)
+
+    def _row_changed(self, table_id: str, **changes: Any) -> None:
+        """What a message wrote of the table's row, for the batch's next message."""
+        if table_id in self._rows:
+            self._rows[table_id] = replace(self._rows[table_id], **changes)

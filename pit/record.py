@@ -1,0 +1,231 @@
+"""The pit's record checks (``pit.store``'s room for them): rejects and their bursts, each
+checkpoint's HMAC, row and live link to the last one held, and the record alarms a person
+acknowledges (docs/pit.md §4); the liveness marks (``pit.liveness``)."""
+
+from __future__ import annotations
+
+import hmac
+import time
+import uuid
+
+from controller.feed_signature import checkpoint_hmac_bytes, checkpoint_link
+from controller.messages import CheckpointPayload
+from pit.db import Database, Incoming, Outcome, TableRow
+from pit.judge import REJECT_BODY, REJECT_REASON, REJECT_TOPIC, Refused, escaped
+
+#: The record alarm of each way a checkpoint does not follow the last one held
+#: (``controller.feed_signature.BrokenLink``).
+LINK_ALARMS = {
+    "rewritten": "chain_rewritten",
+    "cut": "chain_cut",
+    "backwards": "chain_cut",
+    "skipped": "chain_skipped",
+}
+
+
+class RecordChecks(Database):
+    """Rejects, checkpoints and record alarms."""
+
+    def _reject(self, item: Incoming, reason: str, out: Outcome) -> None:
+        table = escaped(self._topic(item.topic)[0], 64)
+        reason = escaped(reason, REJECT_REASON)
+        self.x(
+            "INSERT INTO rejects (id, topic, received_at, reason, body, table_id) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                uuid.uuid4().hex,
+                escaped(item.topic, REJECT_TOPIC),
+                item.received_at,
+                reason,
+                escaped(item.payload, REJECT_BODY),
+                table,
+            ),
+        )
+        out.rejected += 1
+        out.rejects.append((table, reason))
+
+    def _reject_bursts(self, out: Outcome, now: float) -> None:
+        """A table whose topic carried ``reject_burst`` rejects within the window: an alarm."""
+        limits = self.limits
+        for table in sorted({t for t, _ in out.rejects}):
+            row = self.one(
+                "SELECT count(*) FROM rejects WHERE table_id = ? AND received_at >= ?",
+                (table, now - limits.reject_window),
+            )
+            n = int(row[0]) if row else 0
+            if n >= limits.reject_burst:
+                self._record_alarm(
+                    table,
+                    "reject_burst",
+                    f"{n} messages on its topic refused within {limits.reject_window:g} s",
+                    now,
+                    out,
+                )
+
+    def _topic(self, topic: str) -> tuple[str, str]:
+        """The table a topic names and the rest of it (``round``, ``cmd/…``)."""
+        table, _, kind = topic.removeprefix(self.root).partition("/")
+        return table, kind
+
+    def _signature_alarm(
+        self, item: Incoming, topic_table: str, kind: str, exc: Refused, out: Outcome
+    ) -> None:
+        """A record alarm on the table of the topic. A registered table gets its row (its
+        tile shows the alarm even before its first good message); an unregistered name does
+        not (anyone may publish under any name: the alarm is in the log and in
+        ``record_alarms``, not a tile)."""
+        assert exc.kind is not None
+        table = escaped(topic_table, 64)
+        if self.feed_keys.for_table(topic_table) is not None:
+            self._ensure_table(topic_table, item.topic[: len(item.topic) - len(kind)],
+                               item.received_at)  # fmt: skip
+        self._record_alarm(table, exc.kind, exc.reason, item.received_at, out)
+
+    def checkpoint_key(self, table_id: str) -> bytes | None:
+        return self.checkpoint_keys.get(table_id, self.default_checkpoint_key)
+
+    def _checkpoint(
+        self, table_id: str, msg_id: str, p: CheckpointPayload, row: TableRow, now: float,
+        out: Outcome,
+    ) -> None:  # fmt: skip
+        """A checkpoint kept, its HMAC checked, its row compared with the copy's, and its link
+        to the last checkpoint held checked live (``checkpoint_link``)."""
+        signature = self._checkpoint_signature(table_id, p)
+        self.x(
+            "INSERT INTO checkpoints (table_id, event_id, chain, made_at, msg_id, signature) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (table_id, event_id, chain) DO NOTHING",
+            (table_id, p.event_id, p.chain, p.made_at, msg_id, signature),
+        )
+        if signature == "forged":
+            self._record_alarm(
+                table_id,
+                "checkpoint_forged",
+                f"the checkpoint at row {p.event_id} ({p.made_at}) is not signed with the "
+                "table's checkpoint key",
+                now,
+                out,
+            )
+            return
+        self._rewritten_row(table_id, p, now, out)
+        head, made = row.chain_event_id, row.chain_made_at
+        if head is not None and made is not None and (p.made_at, p.event_id) <= (made, head):
+            # An older checkpoint arriving late (a replay): its row was compared above.
+            if p.event_id > head:
+                self._record_alarm(
+                    table_id,
+                    "chain_cut",
+                    f"a checkpoint of {p.made_at} reached row {p.event_id}, a later one ({made}) "
+                    f"only row {head}: the table's tail went missing",
+                    now,
+                    out,
+                )
+            return
+        last = None if head is None else {"event_id": head, "chain": row.chain_hash}
+        broken = checkpoint_link(last, p.model_dump())
+        if broken is not None:
+            self._record_alarm(
+                table_id,
+                LINK_ALARMS[broken.kind],
+                f"the checkpoint at row {p.event_id} ({p.made_at}): {broken.detail}",
+                now,
+                out,
+            )
+        self.x(
+            "UPDATE tables SET chain_event_id = ?, chain_hash = ?, chain_made_at = ? "
+            "WHERE table_id = ?",
+            (p.event_id, p.chain, p.made_at, table_id),
+        )
+        self._row_changed(
+            table_id, chain_event_id=p.event_id, chain_hash=p.chain, chain_made_at=p.made_at
+        )
+
+    def _checkpoint_signature(self, table_id: str, p: CheckpointPayload) -> str:
+        """``valid``, ``forged`` (another key, or another table's), or ``unchecked`` (no
+        checkpoint key configured): the HMAC over ``checkpoint_hmac_bytes``, the link to the
+        previous checkpoint included when it names one."""
+        if p.table_id != table_id:
+            return "forged"
+        key = self.checkpoint_key(table_id)
+        if key is None:
+            return "unchecked"
+        expected = hmac.new(key, checkpoint_hmac_bytes(p.model_dump()), "sha256").hexdigest()
+        return "valid" if hmac.compare_digest(expected, p.hmac) else "forged"
+
+    def _rewritten_row(self, table_id: str, p: CheckpointPayload, now: float, out: Outcome) -> None:
+        """A row checkpointed before with another hash: the journal was rewritten up to it."""
+        other = self.one(
+            "SELECT chain, made_at FROM checkpoints WHERE table_id = ? AND event_id = ? "
+            "AND chain <> ? AND signature <> 'forged' LIMIT 1",
+            (table_id, p.event_id, p.chain),
+        )
+        if other is not None:
+            self._record_alarm(
+                table_id,
+                "chain_rewritten",
+                f"row {p.event_id} of the table's chain was {other[0][:12]}… at {other[1]} and "
+                f"is {p.chain[:12]}… at {p.made_at}: the journal was rewritten",
+                now,
+                out,
+            )
+
+    def _record_alarm(
+        self, table_id: str, kind: str, detail: str, now: float, out: Outcome
+    ) -> None:
+        """A finding about a table's record; one open alarm per table and kind."""
+        open_ = self.one(
+            "SELECT id FROM record_alarms WHERE table_id = ? AND kind = ? AND acked_at IS NULL",
+            (table_id, kind),
+        )
+        if open_ is not None:
+            return
+        alarm = {
+            "id": f"{table_id}:{kind}:{uuid.uuid4().hex[:12]}",
+            "table_id": table_id,
+            "kind": kind,
+            "detail": detail,
+            "raised_at": now,
+        }
+        self.x(
+            "INSERT INTO record_alarms (id, table_id, kind, detail, raised_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (alarm["id"], table_id, kind, detail, now),
+        )
+        out.alarms.append(alarm)
+
+    def quiet_tables(self, before: float) -> list[tuple[str, str, float | None, float | None]]:
+        """Tables not offline and not heard since ``before``: id, topic prefix, last heard,
+        silent since."""
+        return [
+            (r[0], r[1], r[2], r[3])
+            for r in self.all(
+                "SELECT table_id, topic_prefix, last_heard, silent_since FROM tables "
+                "WHERE (state IS NULL OR state <> 'offline') "
+                "AND (last_heard IS NULL OR last_heard < ?)",
+                (before,),
+            )
+        ]
+
+    def mark_silent(self, table_id: str, now: float, heard: float | None, out: Outcome) -> None:
+        """The table is silent (its tile says so) with a ``table_silent`` record alarm."""
+        self.x(
+            "UPDATE tables SET silent_since = ? WHERE table_id = ? AND silent_since IS NULL",
+            (now, table_id),
+        )
+        ago = f"{now - heard:.0f} s ago" if heard is not None else "never"
+        self._record_alarm(
+            table_id,
+            "table_silent",
+            f"last heard {ago}; no last will (offline) and no answer to a status request",
+            now,
+            out,
+        )
+        out.tables.add(table_id)
+
+    def acknowledge_record_alarm(self, alarm_id: str, by: str) -> bool:
+        with self.transaction():
+            done = self.x(
+                "UPDATE record_alarms SET acked_by = ?, acked_at = ? WHERE id = ? "
+                "AND acked_at IS NULL",
+                (by, time.time(), alarm_id),
+            ).rowcount
+        return bool(done)
