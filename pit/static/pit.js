@@ -55,7 +55,7 @@ function heardHtml(t) {
 
 function tileHtml(t) {
   const r = rank(t);
-  const cls = `tile table-tile r${r} ${esc(t.state)}`;
+  const cls = `tile table-tile r${r} st-${esc(t.state)}`;
   const reason = why(t);
   const href = `/table/${encodeURIComponent(t.table_id)}`;
   const label = `${t.table_id} ${t.state}${reason ? ": " + reason.replace(/<[^>]*>/g, "") : ""}`;
@@ -64,7 +64,7 @@ function tileHtml(t) {
       <span class="tt-id">${esc(t.table_id)}</span><span class="tt-state">${esc(RANKS[r] || t.state)}</span>${heardHtml(t)}</a>`;
   }
   return `<a class="${cls}" href="${href}" data-table="${esc(t.table_id)}" data-rank="${r}">
-    <div class="tt-head"><span class="tt-id">${esc(t.table_id)}</span><span class="state ${esc(t.state)}">${esc(t.state).toUpperCase()}</span></div>
+    <div class="tt-head"><span class="tt-id">${esc(t.table_id)}</span><span class="state st-${esc(t.state)}">${esc(t.state).toUpperCase()}</span></div>
     ${reason ? `<div class="tt-why">${reason}</div>` : ""}
     <div class="tt-row"><span>Dealer <b>${esc(t.dealer_id || "—")}</b></span><span title="rounds closed in the last 60 minutes">Rounds/h <b>${t.rounds_last_hour}</b></span></div>
     <div class="tt-row"><span>${t.round_in_progress ? "<b>round in progress</b>" : "between rounds"}</span><span>seq <b>${t.high_seq ?? "—"}</b></span></div>
@@ -146,6 +146,7 @@ function connect() {
     const data = JSON.parse(e.data);
     setZone(data.timezone);
     onLinks(data);
+    clock();
     $("site").textContent = data.site;
     tiles.clear();
     for (const t of data.tiles) tiles.set(t.table_id, t);

@@ -16,7 +16,7 @@ export function zoneName() { return zone; }
 function parts(seconds, withDate) {
   const opts = {timeZone: zone, hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short"};
   if (withDate) Object.assign(opts, {year: "numeric", month: "2-digit", day: "2-digit"});
-  const p = Object.fromEntries(new Intl.DateTimeFormat("en-GB", opts).formatToParts(new Date(seconds * 1000)).map((x) => [x.type, x.value]));
+  const p = Object.fromEntries(new Intl.DateTimeFormat("en-US", opts).formatToParts(new Date(seconds * 1000)).map((x) => [x.type, x.value]));
   const time = `${p.hour}:${p.minute}:${p.second} ${p.timeZoneName}`;
   return withDate ? `${p.year}-${p.month}-${p.day} ${time}` : time;
 }
