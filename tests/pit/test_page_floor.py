@@ -211,3 +211,26 @@ async def test_a_thousand_tables_at_1920x1080_without_sideways_scroll(
         print(json.dumps({"tables": 1000, "fed_s": round(fed, 1), "page_s": round(shown, 2),
                           "rows_at_1920": rows}))  # fmt: skip
         await page.close()
+
+
+async def test_lost_database_banner(broker: Mosquitto, browser: playwright_api.Browser) -> None:
+    """The pit's PostgreSQL database goes away under it (dropped WITH (FORCE): every
+    connection cut, none can come back): every page says so, and since when."""
+    from tests.pit.conftest import _pg_admin, postgres_database
+
+    with postgres_database() as url:
+        feed(url, {"PG-01": "online", "PG-02": "fault"})
+        async with RunningPit(_config(broker.port, url)) as pit:
+            assert pit.web is not None
+            page = await browser.new_page(viewport={"width": 1024, "height": 768})
+            await page.goto(f"{pit.web.url}/")
+            await page.wait_for_function(
+                "document.querySelectorAll('.table-tile').length === 2", timeout=WAIT_MS
+            )
+            assert await page.locator("#banner").is_hidden()
+            _pg_admin(f"DROP DATABASE {url.rsplit('/', 1)[1]} WITH (FORCE)")
+            banner = page.locator("#banner")
+            await banner.get_by_text("lost its database since").wait_for(timeout=WAIT_MS)
+            assert await page.locator(".table-tile").count() == 2  # the last state, kept
+            await page.screenshot(path=str(SCREENS / "pit-lost-database-1024x768.png"))
+            await page.close()
