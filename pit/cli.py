@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--config", required=True)
     p.set_defaults(func=cmd_run)
     p = psub.add_parser(
-        "check-config", help="every error of a pit config at once (78 with errors, 66 no file)"
+        "check-config", help="every error of a pit config at once (1 with errors, 66 no file)"
     )
     p.add_argument("file")
     p.set_defaults(func=cmd_check_config)
@@ -206,16 +206,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_report(args: argparse.Namespace) -> int:
+    from controller.cli.exits import EXIT_DATAERR, CliError, existing_file
     from pit import shift
     from pit.config import read_hex_key
 
+    existing_file(args.report, "report")  # the argument first: a typo is 66, whatever the config
     config = _config(args.config)
     if config.shift.report_key_file is None:
         print("pit verify-report: set [shift] report_key_file", file=sys.stderr)
         return 78
-    from controller.cli.exits import EXIT_DATAERR, CliError, existing_file
-
-    existing_file(args.report, "report")
     try:
         body = json.loads(Path(args.report).read_bytes())
         if not isinstance(body, dict):

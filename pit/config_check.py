@@ -240,7 +240,8 @@ def check_pit_config_main(
     path: str, *, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     """Every error as ``FILE: KEY: MESSAGE`` and warning as ``FILE: KEY: warning: …`` on
-    stderr; 78 with errors (EX_CONFIG, as ``pit run``), else 0 and ``FILE: OK``."""
+    stderr; 1 with errors (a finding, as the table's ``check-config``; ``pit run`` exits 78 on
+    them), else 0 and ``FILE: OK``."""
     from controller.cli.exits import existing_file
 
     existing_file(path, "config")  # 66 / 74, one line
@@ -252,7 +253,7 @@ def check_pit_config_main(
         print(f"{w.file}: {w.key}: warning: {w.message}", file=stderr)
     if result.config is None:
         print(f"{path}: {len(result.errors)} error(s)", file=stderr)
-        return 78
+        return 1
     c = result.config
     print(f"{path}: OK (site {c.site.id}, broker {c.broker.host}:{c.broker.port})", file=stdout)
     return 0

@@ -274,10 +274,13 @@ def _mode(path: Path) -> tuple[str, str, int]:
 
 
 async def _pit_subscribes(config: Path) -> str:
-    """``pit run`` as paigow-pit until it has subscribed (its log says so), then SIGTERM: what it
-    logged, and it must exit 0."""
+    """``pit run`` as paigow-pit until it has subscribed (its log says so), then SIGTERM (what
+    systemd sends): what it logged, and it must exit 0."""
+    # setpriv execs the pit as paigow-pit, as systemd's User= does (runuser would stay its parent
+    # and answer the SIGTERM itself).
     proc = await asyncio.create_subprocess_exec(
-        "runuser", "-u", PIT_USER, "--", "paigow-table", "pit", "run", "--config", str(config),
+        "setpriv", f"--reuid={PIT_USER}", f"--regid={PIT_USER}", "--init-groups",
+        "paigow-table", "pit", "run", "--config", str(config),
         stderr=asyncio.subprocess.PIPE, env=clean_env(), cwd="/",
     )  # fmt: skip
     assert proc.stderr is not None
@@ -300,7 +303,7 @@ async def test_the_installed_pit_as_docs_pit_md_section_1_says(
     deb_installed: Path, tmp_path: Path
 ) -> None:
     """docs/pit.md §1 on this Debian, step by step: the package made the user, the directories
-    and the example config; check-config names every file the example needs (78, no
+    and the example config; check-config names every file the example needs (1, no
     traceback); the keys made as §1 makes them; the edited config passes; migrate and run as
     paigow-pit against a real Mosquitto. (systemctl itself cannot run here: PID 1 is not
     systemd; the unit is checked in tests/packaging/test_deb.py.)"""
@@ -318,7 +321,7 @@ async def test_the_installed_pit_as_docs_pit_md_section_1_says(
     assert _mode(Path("/var/lib/paigow-pit")) == (PIT_USER, PIT_USER, 0o750)
     example = PIT_DIR / "pit.toml"
     done = _as_pit("paigow-table", "pit", "check-config", str(example))
-    assert done.returncode == 78 and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"{example}: broker.password_file: /etc/paigow-pit/mqtt-password: no such file" in (
         done.stderr
     )
@@ -326,21 +329,25 @@ async def test_the_installed_pit_as_docs_pit_md_section_1_says(
     tables_key.write_text(os.urandom(32).hex() + "\n")
     _sh("install", "-m", "0640", "-g", PIT_USER, str(tables_key), str(PIT_DIR / "checkpoint.key"))
     _sh("sh", "-c", f"cd {PIT_DIR} && {made_keys} && chgrp paigow-pit pit-command.key report.key")
-    async with Mosquitto(tmp_path / "broker") as broker:
-        example.write_text(
-            '[site]\nid = "riverside"\n'
-            f'[broker]\nhost = "127.0.0.1"\nport = {broker.port}\n'
-            f'[record]\ncheckpoint_key_file = "{PIT_DIR}/checkpoint.key"\n'
-            f'[commands]\nkey_file = "{PIT_DIR}/pit-command.key"\n'
-            f'[shift]\nreport_key_file = "{PIT_DIR}/report.key"\n'
-            "[web]\nport = 0\n"
-        )
-        done = _as_pit("paigow-table", "pit", "check-config", str(example))
-        assert done.returncode == 0 and done.stdout.startswith(f"{example}: OK"), done.stderr
-        done = _as_pit("paigow-table", "pit", "migrate", "--config", str(example))
-        assert done.returncode == 0 and "0001" in done.stdout, done.stdout + done.stderr
-        database = Path("/var/lib/paigow-pit/pit.sqlite3")
-        assert _mode(database)[0] == PIT_USER
-        said = await _pit_subscribes(example)
-    assert "pit_web_listening url=http://127.0.0.1:" in said
-    database.unlink()
+    database = Path(f"/var/lib/paigow-pit/test-{os.getpid()}.sqlite3")  # purge keeps the dir
+    try:
+        async with Mosquitto(tmp_path / "broker") as broker:
+            example.write_text(
+                '[site]\nid = "riverside"\n'
+                f'[broker]\nhost = "127.0.0.1"\nport = {broker.port}\n'
+                f'[database]\npath = "{database}"\n'
+                f'[record]\ncheckpoint_key_file = "{PIT_DIR}/checkpoint.key"\n'
+                f'[commands]\nkey_file = "{PIT_DIR}/pit-command.key"\n'
+                f'[shift]\nreport_key_file = "{PIT_DIR}/report.key"\n'
+                "[web]\nport = 0\n"
+            )
+            done = _as_pit("paigow-table", "pit", "check-config", str(example))
+            assert done.returncode == 0 and done.stdout.startswith(f"{example}: OK"), done.stderr
+            done = _as_pit("paigow-table", "pit", "migrate", "--config", str(example))
+            assert done.returncode == 0 and "0001" in done.stdout, done.stdout + done.stderr
+            assert _mode(database)[0] == PIT_USER
+            said = await _pit_subscribes(example)
+        assert "pit_web_listening url=http://127.0.0.1:" in said
+    finally:
+        for leftover in database.parent.glob(f"{database.name}*"):
+            leftover.unlink()

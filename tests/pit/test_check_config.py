@@ -44,6 +44,7 @@ def test_every_error_at_once_with_did_you_mean(tmp_path: Path) -> None:
         '[site]\nid = "riverside"\n'
         '[broker]\nhots = "broker.example"\nport = "eighty"\n'
         f'[databse]\nurl = "postgresql://pit@db/pit"\n'
+        f'[database]\npath = "{tmp_path / "gone" / "pit.sqlite3"}"\n'
         f'[commands]\nkey_file = "{short}"\nsupervisors_file = "{tmp_path / "nobody"}"\n'
         f'[shift]\nreport_key_file = "{weak}"\ntimezone = "Europe/Lodnon"\n'
         '[web]\nhost = "0.0.0.0"\n'
@@ -59,11 +60,12 @@ def test_every_error_at_once_with_did_you_mean(tmp_path: Path) -> None:
     assert "readable" in said["shift.report_key_file"]
     assert "unknown time zone" in said["shift.timezone"]
     assert "web.token_file" in said and "web.allowed_hosts" in said
-    assert "no such directory" in said["database.path"]  # [databse] is not [database]
+    assert "no such directory" in said["database.path"]
     assert len(result.errors) == 10, result.errors
-    # The same from the command line: every line FILE: KEY: MESSAGE, exit 78, no traceback.
+    # The same from the command line: every line FILE: KEY: MESSAGE, exit 1 (a finding, as the
+    # table's check-config), no traceback.
     run = _cli("check-config", str(config))
-    assert run.returncode == 78, run.stderr
+    assert run.returncode == 1, run.stderr
     assert "Traceback" not in run.stderr
     lines = [line for line in run.stderr.splitlines() if ": warning: " not in line]
     assert len(lines) == 11 and lines[-1].endswith("10 error(s)"), run.stderr
@@ -100,7 +102,7 @@ def test_the_example_config_from_a_checkout_says_what_is_missing() -> None:
     assert run.returncode == 78, run.stderr
     assert "Traceback" not in run.stderr
     assert "broker.password_file: /etc/paigow-pit/mqtt-password: no such file" in run.stderr
-    assert "record.checkpoint_key_file" in run.stderr
+    assert "broker.ca_file: /etc/paigow-pit/casino-ca.pem: no such file" in run.stderr
 
 
 def test_backoff_lets_the_first_through_then_fewer() -> None:
