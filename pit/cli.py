@@ -1,6 +1,7 @@
 """``paigow-table pit …``: the casino's side (docs/pit.md).
 
 paigow-table pit run --config /etc/paigow-pit/pit.toml
+paigow-table pit check-config /etc/paigow-pit/pit.toml
 paigow-table pit migrate --config pit.toml
 paigow-table pit export --config pit.toml --table PG-07 --output PG-07.feed.jsonl
 paigow-table pit shift --config pit.toml [--shift '2026-11-25 14:00'] [--csv]
@@ -33,6 +34,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = psub.add_parser("run", help="run the pit (ingest and page) until SIGTERM")
     p.add_argument("--config", required=True)
     p.set_defaults(func=cmd_run)
+    p = psub.add_parser(
+        "check-config", help="every error of a pit config at once (1 with errors, 66 no file)"
+    )
+    p.add_argument("file")
+    p.set_defaults(func=cmd_check_config)
     p = psub.add_parser("migrate", help="bring the pit's database to the current schema")
     p.add_argument("--config", required=True)
     p.set_defaults(func=cmd_migrate)
@@ -73,15 +79,24 @@ def add_demo_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _config(path: str) -> PitConfig:
+    """The config, checked as ``pit check-config`` checks it (every file it names read): every
+    error on stderr and exit 78 (EX_CONFIG, which the unit does not restart on)."""
     from controller.cli.exits import existing_file
-    from pit.config import PitConfigError, load_pit_config
+    from pit.config_check import check_pit_config
 
     existing_file(path, "config")  # 66 or 74, one line: a typo is not a config error
-    try:
-        return load_pit_config(path)
-    except (PitConfigError, OSError) as exc:
-        print(f"pit: {exc}", file=sys.stderr)
-        raise SystemExit(78) from None  # EX_CONFIG, which the unit does not restart on
+    result = check_pit_config(path)
+    if result.config is None:
+        for issue in result.errors:
+            print(f"pit: {issue}", file=sys.stderr)
+        raise SystemExit(78)
+    return result.config
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    from pit.config_check import check_pit_config_main
+
+    return check_pit_config_main(args.file)
 
 
 def _logging(level: str) -> None:
@@ -94,6 +109,7 @@ def _logging(level: str) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from controller import systemd
+    from pit.config import PitConfigError
     from pit.service import Pit, run_pit
 
     config = _config(args.config)
@@ -107,6 +123,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return asyncio.run(run_pit(config, ready))
     except KeyboardInterrupt:
         return 130
+    except (PitConfigError, OSError) as exc:  # a file gone since the check: one line
+        print(f"pit: {exc}", file=sys.stderr)
+        return 78
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -187,16 +206,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_report(args: argparse.Namespace) -> int:
+    from controller.cli.exits import EXIT_DATAERR, CliError, existing_file
     from pit import shift
     from pit.config import read_hex_key
 
+    existing_file(args.report, "report")  # the argument first: a typo is 66, whatever the config
     config = _config(args.config)
     if config.shift.report_key_file is None:
         print("pit verify-report: set [shift] report_key_file", file=sys.stderr)
         return 78
-    from controller.cli.exits import EXIT_DATAERR, CliError, existing_file
-
-    existing_file(args.report, "report")
     try:
         body = json.loads(Path(args.report).read_bytes())
         if not isinstance(body, dict):

@@ -1,4 +1,11 @@
-"""``paigow-table pit run``: the ingest and the pit page in one process, until SIGTERM."""
+"""``paigow-table pit run``: the ingest and the pit page in one process, until SIGTERM.
+
+The pit knows its own links (the page's banner reads them, ``PitWeb.links``): the broker is up
+while the ingest is subscribed, the database while the page's own connection answers. With a
+link down the ingest retries every second or so; its warnings are backed off
+(:class:`Backoff`): the first at once, then at most one a 1, 2, 4 … 60 s, each saying how many
+it stands for, and the count starts again once the link is back.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,9 @@ import asyncio
 import logging
 import signal
 import sys
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from pit.config import PitConfig, PitConfigError, read_hex_key
 from pit.ingest import Ingest
@@ -67,12 +76,63 @@ def store_factory(config: PitConfig) -> Callable[[], Store]:
     return make
 
 
+#: Warnings of a link that is down, by the event that opens them; ``pit_subscribed`` ends them.
+RETRY_EVENTS = ("pit_mqtt_lost", "pit_database_error", "pit_migrate_waiting", "pit_liveness_failed")
+BACKOFF_MAX_S = 60.0
+
+
+class Backoff(logging.Filter):
+    """Lets the first warning of each retry event through, then one per 1, 2, 4 … 60 s with the
+    number it stands for; a ``pit_subscribed`` (the links are back) starts over."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.clock = clock
+        self.state: dict[str, tuple[float, float, int]] = {}  # event: (next, delay, held)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = str(record.msg)
+        if text.startswith("pit_subscribed"):
+            self.state.clear()
+            return True
+        event = next((e for e in RETRY_EVENTS if text.startswith(e)), None)
+        if event is None:
+            return True
+        now = self.clock()
+        due, delay, held = self.state.get(event, (now, 0.5, 0))
+        if now < due:
+            self.state[event] = (due, delay, held + 1)
+            return False
+        delay = min(delay * 2, BACKOFF_MAX_S)
+        self.state[event] = (now + delay, delay, 0)
+        if held:
+            at = datetime.now(UTC).strftime("%H:%M:%S UTC")
+            record.msg = f"{record.msg} ({held} more like it held back; next at most in "
+            record.msg += f"{delay:.0f} s, from {at})"
+        return True
+
+
+def install_backoff() -> Backoff:
+    """The filter on the ingest's and the pit's loggers (once)."""
+    backoff = Backoff()
+    for name in ("pit.ingest", "pit"):
+        logger = logging.getLogger(name)
+        for old in [f for f in logger.filters if isinstance(f, Backoff)]:
+            logger.removeFilter(old)
+        logger.addFilter(backoff)
+    return backoff
+
+
 class Pit:
     def __init__(self, config: PitConfig) -> None:
         self.config = config
         self.make_store = store_factory(config)
-        self.web = PitWeb(config, self.make_store) if config.web.enabled else None
         self.ingest = Ingest(config, self.make_store, self._on_batch)
+        self.web = (
+            PitWeb(config, self.make_store, connected=self.ingest.connected)
+            if config.web.enabled
+            else None
+        )
 
     def _on_batch(self, outcome: Outcome) -> None:
         if self.web is not None:
@@ -109,6 +169,7 @@ async def run_pit(config: PitConfig, ready: Callable[[Pit], None] | None = None)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    install_backoff()
     try:
         pit = Pit(config)
     except PitConfigError as exc:

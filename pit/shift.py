@@ -1,7 +1,13 @@
 """The shift's numbers, per table and dealer (shift boundaries in ``[shift]``): rounds, seats
 played, dead / misdeal / void counts and their reasons, players' Pai Gow results, side-wager
 hold against the theoretical hold (docs/math.md house edges), rounds per hour; as rows, as CSV
-and as a signed end-of-shift report (HMAC-SHA256 under ``[shift] report_key_file``)."""
+and as a signed end-of-shift report (HMAC-SHA256 under ``[shift] report_key_file``).
+
+Rounds per hour, the one definition the page uses everywhere (docs/pit.md): rounds closed in a
+span ÷ the span's hours, a span never counted as less than one hour. A row's span is its
+table's play in the shift (the first round opened to the last closed); a tile's, the last 60
+minutes (so a tile's figure is the count of rounds closed in the last hour). A minute's play is
+not extrapolated to an hour: ten rounds in the first minute are 10 an hour, not 600."""
 
 from __future__ import annotations
 
@@ -68,7 +74,7 @@ def numbers(store: Store, shift: str) -> list[dict[str, Any]]:
     out = []
     for key, row in sorted(rows.items()):
         times = spans[key]
-        hours = max((max(times) - min(times)).total_seconds() / 3600, 1 / 60)
+        hours = max((max(times) - min(times)).total_seconds() / 3600, 1.0)
         row["rounds_per_hour"] = round(row["rounds"] / hours, 1)
         row["reasons"] = " ".join(f"{c}:{n}" for c, n in sorted(reasons.get(key, {}).items()))
         wagered = row["side_wagered"]

@@ -56,6 +56,24 @@ SESSION_S = 12 * 3600
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+class Links:
+    """The pit's own links, as the page's banner shows them: up or down, and since when (the
+    pit's clock, epoch seconds)."""
+
+    def __init__(self, now: float) -> None:
+        self.up = {"broker": False, "database": True}
+        self.since = {"broker": now, "database": now}
+
+    def set(self, name: str, up: bool, now: float) -> bool:
+        if self.up[name] == up:
+            return False
+        self.up[name], self.since[name] = up, now
+        return True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: {"up": self.up[name], "since": self.since[name]} for name in self.up}
+
+
 class Hub:
     """Fans committed batches out to the live pages: the tables a batch changed are read again
     (at most every ``interval`` s) and sent to every open event stream."""
@@ -77,6 +95,12 @@ class Hub:
         self.alarms += outcome.alarms
         if outcome.tables or outcome.alarms:
             self.wake.set()
+
+    def link(self, links: dict[str, Any]) -> None:
+        """The pit's links changed: every page hears it at once."""
+        event = json.dumps({"links": links, "at": time.time()})
+        for q in list(self.queues):
+            q.put_nowait(f"event: link\ndata: {event}\n\n")
 
     def touch(self, table_id: str) -> None:
         self.dirty.add(table_id)
@@ -103,9 +127,17 @@ class Hub:
 
 
 class PitWeb:
-    def __init__(self, config: PitConfig, make_store: Callable[[], Store]) -> None:
+    def __init__(
+        self,
+        config: PitConfig,
+        make_store: Callable[[], Store],
+        connected: asyncio.Event | None = None,
+    ) -> None:
         self.config = config
         self.make_store = make_store
+        self.connected = connected  # the ingest's: set while subscribed to the broker
+        self.links = Links(time.time())
+        self._probe: asyncio.Future[Any] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pit-web-db")
         self._store: Store | None = None
         self.token: str | None = None
@@ -151,6 +183,30 @@ class PitWeb:
                 raise
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    async def _database_answers(self) -> bool:
+        """Whether the page's own connection answers ``SELECT 1`` within 3 s."""
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self.db(lambda s: s.one("SELECT 1")))
+        try:
+            await asyncio.wait_for(asyncio.shield(self._probe), 3.0)
+        except Exception:  # down, or too slow to count as up
+            return False
+        return True
+
+    async def watch_links(self, stop: asyncio.Event, every: float = 0.5) -> None:
+        """The broker's link (the ingest subscribed) and the database's, every ``every`` s; a
+        change goes to every page at once."""
+        while not stop.is_set():
+            now = time.time()
+            changed = self.links.set("database", await self._database_answers(), now)
+            if self.connected is not None:
+                changed |= self.links.set("broker", self.connected.is_set(), now)
+            if changed:
+                log.info("pit_links %s", json.dumps(self.links.as_dict()))
+                self.hub.link(self.links.as_dict())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every)
 
     async def _read_tiles(self, tables: list[str]) -> list[dict[str, Any]]:
         try:
@@ -278,14 +334,28 @@ class PitWeb:
 
     async def floor(self, request: web.Request) -> web.Response:
         tiles = await self.db(lambda s: s.tiles())
-        return web.json_response({"site": self.config.site.id, "tiles": tiles, "at": time.time()})
+        return web.json_response(self._floor(tiles))
+
+    def _floor(self, tiles: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "site": self.config.site.id,
+            "tiles": tiles,
+            "links": self.links.as_dict(),
+            "timezone": self.config.shift.timezone,
+            "at": time.time(),
+        }
+
+    async def links_(self, request: web.Request) -> web.Response:
+        return web.json_response({"links": self.links.as_dict(), "at": time.time()})
 
     async def table(self, request: web.Request) -> web.Response:
         tid = request.match_info["table_id"]
         detail = await self.db(lambda s: s.table_detail(tid))
         if detail is None:
             return web.json_response({"error": f"no table {tid}"}, status=404)
-        return web.json_response(detail)
+        return web.json_response(
+            detail | {"timezone": self.config.shift.timezone, "at": time.time()}
+        )
 
     async def round_(self, request: web.Request) -> web.Response:
         rid = request.match_info["round_id"]
@@ -345,9 +415,14 @@ class PitWeb:
         queue: asyncio.Queue[str] = asyncio.Queue()
         self.hub.queues.add(queue)
         try:
-            tiles = await self.db(lambda s: s.tiles())
-            floor = json.dumps({"site": self.config.site.id, "tiles": tiles, "at": time.time()})
-            await response.write(f"retry: 1000\nevent: floor\ndata: {floor}\n\n".encode())
+            try:
+                tiles = await self.db(lambda s: s.tiles())
+                first = f"event: floor\ndata: {json.dumps(self._floor(tiles))}"
+            except Exception as exc:  # the database is away: the page keeps its tiles, and
+                log.warning("pit_web_read_failed: %s", type(exc).__name__)  # shows the banner
+                links = json.dumps({"links": self.links.as_dict(), "at": time.time()})
+                first = f"event: link\ndata: {links}"
+            await response.write(f"retry: 1000\n{first}\n\n".encode())
             while True:
                 try:
                     item = await asyncio.wait_for(queue.get(), 15)
@@ -416,6 +491,7 @@ class PitWeb:
                 web.post("/api/login", self.login),
                 web.post("/api/logout", self.logout),
                 web.get("/api/floor", self.floor),
+                web.get("/api/links", self.links_),
                 web.get("/api/table/{table_id}", self.table),
                 web.get("/api/round/{round_id}", self.round_),
                 web.get("/api/shift", self.shift),
@@ -427,6 +503,7 @@ class PitWeb:
                 web.post("/api/record-ack", self.record_ack),
                 web.get("/static/common.css", self._common("common.css")),
                 web.get("/static/favicon.svg", self._common("favicon.svg")),
+                web.get("/static/common.js", self._common("common.js")),
                 web.static("/static", STATIC),
             ]
         )
@@ -448,6 +525,7 @@ class PitWeb:
 
     async def run(self, stop: asyncio.Event) -> None:
         hub = asyncio.create_task(self.hub.run(), name="pit-hub")
+        watch = asyncio.create_task(self.watch_links(stop), name="pit-links")
         self.runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=2.0)
         await self.runner.setup()
         tls = self._tls()
@@ -465,8 +543,11 @@ class PitWeb:
             for q in list(self.hub.queues):  # end the live streams; pages reconnect
                 q.put_nowait("")
             hub.cancel()
+            watch.cancel()
             with contextlib.suppress(BaseException):
                 await hub
+            with contextlib.suppress(BaseException):
+                await watch
             await self.runner.cleanup()
 
             def close() -> None:

@@ -1,62 +1,152 @@
-// The pit page: a tile per table, kept live over server-sent events (the whole floor on every
-// (re)connect, then the tiles that changed); the shift's numbers below.
+// The pit page: a tile per table, what needs a person first (fault, silent, critical alarm,
+// record alarm, offline, then the rest), kept live over server-sent events (the whole floor on
+// every (re)connect, then the tiles that changed); a banner when the pit has lost its broker
+// or its database, or this page the pit; filter, search and a compact view for a big floor; the
+// shift's numbers and chart below. Every time in the pit's zone, named.
+import {$, esc, setZone, pitClock, pitNow, timeAt, ago, zoneName} from "/static/pitcommon.js";
+
 const tiles = new Map();
-const $ = (id) => document.getElementById(id);
-const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
 window.pitReceived = [];  // what the live stream delivered (tests, latency)
+const RANKS = ["fault", "silent", "critical alarm", "record alarm", "offline", ""];
+const COMPACT_FROM = 60;  // tables: the compact view unless the person chose otherwise
+let links = {broker: {up: true, since: null}, database: {up: true, since: null}};
+let pageLost = null;  // when this page lost its stream to the pit (pit clock, s)
+
+/** 0 fault, 1 silent, 2 critical alarm, 3 record alarm, 4 offline, 5 the rest. */
+export function rank(t) {
+  if (t.state === "fault") return 0;
+  if (t.state === "silent") return 1;
+  if ((t.alarms_total || 0) > 0) return 2;
+  if ((t.record_alarms || []).length) return 3;
+  if (t.state === "offline" || t.state === "unknown") return 4;
+  return 5;
+}
+window.pitRank = rank;
+
+function area(t) { return t.table_id.replace(/[-_ ]?\d+$/, "") || t.table_id; }
 
 function lastRound(r) {
   if (!r) return "no round yet";
-  if (r.status !== "settled") return `#${r.round_seq} ${r.status.toUpperCase()} ${esc(r.reasons.join(", "))}`;
+  if (r.status !== "settled") return `#${r.round_seq} ${r.status.toUpperCase()} ${esc((r.reasons || []).join(", ").replaceAll("_", " "))}`;
   const hand = r.two_jacks ? "dealer two Jacks" : `${esc((r.front || []).join(" "))} | ${esc((r.back || []).join(" "))}`;
   return `#${r.round_seq} settled · ${hand}`;
 }
 
+function why(t) {
+  const r = rank(t);
+  if (r === 0) return `FAULT${t.fault ? ": " + esc(t.fault.detail || t.fault.code || t.fault) : ""}`;
+  if (r === 1) return `SILENT since ${timeAt(t.silent_since)}`;
+  if (r === 2) return `${t.alarms_total} alarm${t.alarms_total > 1 ? "s" : ""} to acknowledge: ${esc((t.alarms || []).map((a) => a.code).join(", ").replaceAll("_", " "))}`;
+  if (r === 3) return `record: ${esc(t.record_alarms.map((a) => a.kind).join(", ").replaceAll("_", " "))}`;
+  return "";
+}
+
+function badges(t) {
+  const out = [];
+  if (t.open_gaps) out.push(`<span class="badge warn">${t.open_gaps} missing</span>`);
+  if (t.rejected_last_hour) out.push(`<span class="badge warn">${t.rejected_last_hour} rejected (1 h)</span>`);
+  if (t.protection) out.push(`<span class="badge warn">protection: ${esc(t.protection.test)}</span>`);
+  return out.join("");
+}
+
+function heardHtml(t) {
+  return `<span class="heard" data-heard="${t.last_heard ?? ""}" title="last heard at ${esc(timeAt(t.last_heard))}">${ago(t.last_heard)}</span>`;
+}
+
 function tileHtml(t) {
-  const alarms = (t.alarms_total || 0);
-  const record = (t.record_alarms || []).length;
-  const badges = [];
-  if (alarms) badges.push(`<span class="badge crit">${alarms} alarm${alarms > 1 ? "s" : ""} to acknowledge</span>`);
-  if (record) badges.push(`<span class="badge crit">record: ${esc(t.record_alarms.map((a) => a.kind).join(", "))}</span>`);
-  if (t.open_gaps) badges.push(`<span class="badge warn">${t.open_gaps} missing</span>`);
-  if (t.rejected_last_hour) badges.push(`<span class="badge warn">${t.rejected_last_hour} rejected (1 h)</span>`);
-  if (t.protection) badges.push(`<span class="badge warn">protection: ${esc(t.protection.test)}</span>`);
-  else badges.push(`<span class="badge ok">protection ok</span>`);
-  const cls = ["tile", "table-tile", t.state, alarms || record ? "alarm" : ""].join(" ");
-  return `<a class="${cls}" href="/table/${encodeURIComponent(t.table_id)}" data-table="${esc(t.table_id)}">
-    <div class="tt-head"><span class="tt-id">${esc(t.table_id)}</span><span class="state ${esc(t.state)}">${esc(t.state).toUpperCase()}</span></div>
-    <div class="tt-row"><span>Dealer <b>${esc(t.dealer_id || "—")}</b></span><span>Rounds/h <b>${t.rounds_last_hour}</b></span></div>
+  const r = rank(t);
+  const cls = `tile table-tile r${r} st-${esc(t.state)}`;
+  const reason = why(t);
+  const href = `/table/${encodeURIComponent(t.table_id)}`;
+  const label = `${t.table_id} ${t.state}${reason ? ": " + reason.replace(/<[^>]*>/g, "") : ""}`;
+  if (document.body.classList.contains("compact")) {
+    return `<a class="${cls}" href="${href}" data-table="${esc(t.table_id)}" data-rank="${r}" title="${esc(label)}">
+      <span class="tt-id">${esc(t.table_id)}</span><span class="tt-state">${esc(RANKS[r] || t.state)}</span>${heardHtml(t)}</a>`;
+  }
+  return `<a class="${cls}" href="${href}" data-table="${esc(t.table_id)}" data-rank="${r}">
+    <div class="tt-head"><span class="tt-id">${esc(t.table_id)}</span><span class="state st-${esc(t.state)}">${esc(t.state).toUpperCase()}</span></div>
+    ${reason ? `<div class="tt-why">${reason}</div>` : ""}
+    <div class="tt-row"><span>Dealer <b>${esc(t.dealer_id || "—")}</b></span><span title="rounds closed in the last 60 minutes">Rounds/h <b>${t.rounds_last_hour}</b></span></div>
     <div class="tt-row"><span>${t.round_in_progress ? "<b>round in progress</b>" : "between rounds"}</span><span>seq <b>${t.high_seq ?? "—"}</b></span></div>
     <div class="tt-last">${lastRound(t.last_round)}</div>
-    <div class="tt-heard">last heard <span class="heard" data-heard="${t.last_heard ?? ""}">${heard(t.last_heard)}</span></div>
-    <div class="tt-badges">${badges.join("")}</div></a>`;
+    <div class="tt-heard">last heard ${heardHtml(t)}</div>
+    <div class="tt-badges">${badges(t)}</div></a>`;
 }
 
-// "last heard N s ago" by the pit's clock (its arrival times), not the browser's.
-let skew = 0;
-function heard(at) {
-  if (at == null || at === "") return "never";
-  const ago = Math.max(0, Math.round((Date.now() + skew) / 1000 - Number(at)));
-  return ago < 120 ? `${ago} s ago` : ago < 7200 ? `${Math.round(ago / 60)} min ago` : `${Math.round(ago / 3600)} h ago`;
+function ticks() { for (const el of document.querySelectorAll("[data-heard]")) el.textContent = ago(el.dataset.heard); }
+
+function matches(t, state, areaWanted, text) {
+  const r = rank(t);
+  if (state === "needs" && r > 4) return false;
+  if (state === "alarm" && r !== 2 && r !== 3) return false;
+  if (["fault", "silent", "offline", "closed", "online"].includes(state) && t.state !== state) return false;
+  if (areaWanted && area(t) !== areaWanted) return false;
+  return !text || t.table_id.toLowerCase().includes(text) || String(t.dealer_id || "").toLowerCase().includes(text);
 }
-function ticks() { for (const el of document.querySelectorAll("[data-heard]")) el.textContent = heard(el.dataset.heard); }
+
+function areas(list) {
+  const sel = $("area-filter");
+  const known = [...new Set(list.map(area))].sort();
+  const have = [...sel.options].slice(1).map((o) => o.value);
+  if (known.join("\n") === have.join("\n")) return;
+  const chosen = sel.value;
+  sel.innerHTML = `<option value="">all</option>` + known.map((a) => `<option>${esc(a)}</option>`).join("");
+  sel.value = known.includes(chosen) ? chosen : "";
+}
 
 function render() {
-  const list = [...tiles.values()].sort((a, b) => a.table_id.localeCompare(b.table_id));
-  $("tiles").innerHTML = list.map(tileHtml).join("");
-  const by = (s) => list.filter((t) => t.state === s).length;
-  const alarms = list.reduce((n, t) => n + (t.alarms_total || 0) + (t.record_alarms || []).length, 0);
-  const rejected = list.reduce((n, t) => n + (t.rejected_last_hour || 0), 0);
-  $("summary").textContent = `${list.length} tables · ${by("online")} open · ${by("closed")} closed · ${by("fault")} fault · ${by("offline")} offline · ${by("silent")} silent · ${alarms} alarms · ${rejected} rejected (1 h)`;
+  const all = [...tiles.values()].sort((a, b) => rank(a) - rank(b) || a.table_id.localeCompare(b.table_id));
+  areas(all);
+  const compactChosen = localStorage.getItem("pit-compact");
+  const compact = compactChosen === null ? all.length >= COMPACT_FROM : compactChosen === "1";
+  document.body.classList.toggle("compact", compact);
+  $("compact").setAttribute("aria-pressed", String(compact));
+  const state = $("state-filter").value, text = $("search").value.trim().toLowerCase();
+  const list = all.filter((t) => matches(t, state, $("area-filter").value, text));
+  $("tiles").innerHTML = list.map(tileHtml).join("") || `<p class="muted">No table matches.</p>`;
+  $("shown").textContent = list.length === all.length ? `${all.length} tables` : `showing ${list.length} of ${all.length}`;
+  const by = (s) => all.filter((t) => t.state === s).length;
+  const needs = all.filter((t) => rank(t) <= 4).length;
+  $("summary").innerHTML = `<b class="${needs ? "needs" : "fine"}">${needs} need a person</b> · ${by("fault")} fault · ${by("silent")} silent · ` +
+    `${all.filter((t) => rank(t) === 2 || rank(t) === 3).length} alarm · ${by("offline")} offline · ${by("online")} open · ${by("closed")} closed`;
+}
+let renderPending = null;
+function renderSoon() {  // at most 4 renders a second, however busy the floor
+  if (renderPending) return;
+  renderPending = setTimeout(() => { renderPending = null; render(); }, 250);
+}
+
+function banner() {
+  const lines = [];
+  const since = (at) => `since ${timeAt(at)} (${ago(at)})`;
+  if (pageLost !== null) lines.push(`This page has lost the pit ${since(pageLost)}: what you see is not live.`);
+  if (!links.database.up) lines.push(`The pit has lost its database ${since(links.database.since)}: nothing new is recorded; the tables' messages wait at the broker.`);
+  if (!links.broker.up) lines.push(`The pit has lost the MQTT broker ${since(links.broker.since)}: no table is heard; tiles show the last state known.`);
+  const b = $("banner");
+  b.hidden = lines.length === 0;
+  b.innerHTML = lines.map((l) => `<p>${esc(l)}</p>`).join("");
+  document.body.classList.toggle("stale", lines.length > 0);
+}
+
+function onLinks(data) {
+  pitClock(data.at);
+  if (data.links) links = data.links;
+  banner();
 }
 
 function connect() {
   const es = new EventSource("/api/events");
-  es.addEventListener("open", () => { $("link").className = "link up"; });
-  es.addEventListener("error", () => { $("link").className = "link down"; });
+  es.addEventListener("open", () => { $("link").className = "link up"; pageLost = null; banner(); });
+  es.addEventListener("error", () => {
+    $("link").className = "link down";
+    if (pageLost === null) pageLost = pitNow();
+    banner();
+  });
   es.addEventListener("floor", (e) => {
     const data = JSON.parse(e.data);
-    skew = data.at * 1000 - Date.now();
+    setZone(data.timezone);
+    onLinks(data);
+    clock();
     $("site").textContent = data.site;
     tiles.clear();
     for (const t of data.tiles) tiles.set(t.table_id, t);
@@ -65,27 +155,75 @@ function connect() {
   });
   es.addEventListener("tiles", (e) => {
     const data = JSON.parse(e.data);
-    skew = data.at * 1000 - Date.now();
+    pitClock(data.at);
     for (const t of data.tiles) tiles.set(t.table_id, t);
     window.pitReceived.push({kind: "tiles", at: Date.now(), sent: data.sent});
-    render();
+    renderSoon();
     soon();
   });
+  es.addEventListener("link", (e) => {
+    const data = JSON.parse(e.data);
+    window.pitReceived.push({kind: "link", at: Date.now(), links: data.links});
+    onLinks(data);
+  });
+}
+
+// --- the shift: its chart (rounds per table; for a big floor, how many tables dealt how many
+// rounds) with axes, title and values, and its numbers ------------------------------------------
+
+function perTable(rows) {
+  const m = new Map();
+  for (const r of rows) m.set(r.table_id, (m.get(r.table_id) || 0) + r.rounds);
+  return [...m.entries()].map(([label, value]) => ({label, value}));
+}
+
+function histogram(items) {
+  const max = Math.max(1, ...items.map((i) => i.value));
+  const step = Math.max(1, Math.ceil(max / 10));
+  const bins = Array.from({length: Math.ceil((max + 1) / step)}, (_, k) => ({label: `${k * step}–${k * step + step - 1}`, value: 0}));
+  for (const i of items) bins[Math.floor(i.value / step)].value += 1;
+  return bins;
+}
+
+function chart(title, xName, yName, bars) {
+  const W = 900, H = 240, L = 56, B = 58, T = 30, R = 10;
+  const max = Math.max(1, ...bars.map((b) => b.value));
+  const top = Math.ceil(max / 4) * 4 || 4;
+  const bw = (W - L - R) / Math.max(1, bars.length);
+  const y = (v) => T + (H - T - B) * (1 - v / top);
+  let s = `<svg viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(title)}" class="chart">`;
+  s += `<text x="${W / 2}" y="18" class="c-title" text-anchor="middle">${esc(title)}</text>`;
+  for (let k = 0; k <= 4; k++) {
+    const v = (top * k) / 4, yy = y(v);
+    s += `<line x1="${L}" x2="${W - R}" y1="${yy}" y2="${yy}" class="c-grid"/><text x="${L - 6}" y="${yy + 4}" text-anchor="end" class="c-tick">${v}</text>`;
+  }
+  bars.forEach((b, i) => {
+    const x = L + i * bw, h = y(0) - y(b.value);
+    s += `<rect x="${x + bw * 0.15}" y="${y(b.value)}" width="${bw * 0.7}" height="${h}" class="c-bar"><title>${esc(b.label)}: ${b.value}</title></rect>`;
+    if (bars.length <= 40) s += `<text x="${x + bw / 2}" y="${y(b.value) - 4}" text-anchor="middle" class="c-value">${b.value}</text>`;
+    if (bars.length <= 40) s += `<text x="${x + bw / 2}" y="${H - B + 16}" text-anchor="middle" class="c-tick">${esc(b.label)}</text>`;
+  });
+  s += `<line x1="${L}" x2="${L}" y1="${T}" y2="${y(0)}" class="c-axis"/><line x1="${L}" x2="${W - R}" y1="${y(0)}" y2="${y(0)}" class="c-axis"/>`;
+  s += `<text x="${(L + W - R) / 2}" y="${H - 10}" text-anchor="middle" class="c-name">${esc(xName)}</text>`;
+  s += `<text transform="translate(14 ${(T + H - B) / 2}) rotate(-90)" text-anchor="middle" class="c-name">${esc(yName)}</text></svg>`;
+  return s;
 }
 
 async function shift() {
   const r = await fetch("/api/shift");
   if (!r.ok) return;
   const data = await r.json();
-  $("shift-name").textContent = data.shift || "none yet";
+  const name = data.shift ? `${data.shift} (${zoneName()})` : "none yet";
+  $("shift-name").textContent = name;
   $("csv").href = "/api/shift.csv?shift=" + encodeURIComponent(data.shift || "");
   const rows = data.rows;
-  const max = Math.max(1, ...rows.map((r) => r.rounds));
-  $("shift-chart").innerHTML = rows.map((r) => `<div class="bar" title="${esc(r.table_id)} ${esc(r.dealer_id)}: ${r.rounds} rounds">
-    <i style="height:${Math.round(90 * r.rounds / max)}px"></i><span>${esc(r.table_id)}</span></div>`).join("");
-  const cols = [["table_id", "Table"], ["dealer_id", "Dealer"], ["rounds", "Rounds"], ["seats_played", "Seats"],
+  const tables = perTable(rows);
+  $("shift-chart").innerHTML = tables.length === 0 ? `<p class="muted">No round this shift yet.</p>`
+    : tables.length <= 40 ? chart(`Rounds per table, shift ${name}`, "table", "rounds", tables)
+    : chart(`Tables by rounds dealt, shift ${name} (${tables.length} tables)`, "rounds dealt this shift", "tables", histogram(tables));
+  const cols = [["table_id", "Table"], ["dealer_id", "Dealer"], ["rounds", "Rounds"], ["rounds_per_hour", "Rounds/h"], ["seats_played", "Seats"],
     ["dead", "Dead"], ["misdeal", "Misdeal"], ["void", "Void"], ["players_win", "Win"], ["players_push", "Push"],
-    ["players_lose", "Lose"], ["side_wagered", "Side staked"], ["hold", "Hold"], ["theoretical_hold", "Theor."], ["rounds_per_hour", "Rounds/h"]];
+    ["players_lose", "Lose"], ["side_wagered", "Side staked"], ["hold", "Hold"], ["theoretical_hold", "Theor."]];
   const pct = (v) => v == null ? "—" : (100 * v).toFixed(2) + "%";
   $("shift-table").innerHTML = `<tr>${cols.map(([, h], i) => `<th class="${i < 2 ? "l" : ""}">${h}</th>`).join("")}</tr>` +
     rows.map((r) => `<tr>${cols.map(([k], i) => `<td class="${i < 2 ? "l" : ""}">${k.includes("hold") ? pct(r[k]) : esc(r[k])}</td>`).join("")}</tr>`).join("");
@@ -112,12 +250,17 @@ function soon() {
   pending = setTimeout(() => { pending = null; lastNumbers = Date.now(); shift(); pools(); }, wait);
 }
 
-function clock() { $("clock").textContent = new Date().toISOString().slice(11, 19) + " UTC"; }
-clock(); setInterval(() => { clock(); ticks(); }, 1000);
+function clock() { $("clock").textContent = timeAt(pitNow()); }
+clock(); setInterval(() => { clock(); ticks(); if (!$("banner").hidden) banner(); }, 1000);
 $("logout").addEventListener("click", async () => {
   await fetch("/api/logout", {method: "POST", headers: {"Content-Type": "application/json"}, body: "{}"});
   location.href = "/login";
 });
+$("compact").addEventListener("click", () => {
+  localStorage.setItem("pit-compact", document.body.classList.contains("compact") ? "0" : "1");
+  render();
+});
+for (const id of ["search", "state-filter", "area-filter"]) $(id).addEventListener("input", render);
 connect();
 lastNumbers = Date.now();
 shift(); setInterval(shift, 60000);

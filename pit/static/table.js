@@ -1,7 +1,9 @@
 // A table's detail: its alarms (acknowledged from here with a supervisor's badge and PIN, by a
 // signed command naming the badge), the casino's copy of its record, and the recall of its rounds.
-const $ = (id) => document.getElementById(id);
-const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+// A round opens as the table's recall shows it: the dealer's cards and setting, each seat.
+// Every time in the pit's zone, named.
+import {$, esc, setZone, pitClock, pitNow, timeAt, dateTimeAt} from "/static/pitcommon.js";
+import {el, fill, cardRow, cap, lineName, pays} from "/static/common.js";
 const tableId = decodeURIComponent(location.pathname.split("/").pop());
 
 async function post(url, body) {
@@ -12,6 +14,8 @@ async function post(url, body) {
 }
 
 function render(t) {
+  setZone(t.timezone);
+  pitClock(t.at);
   $("table-name").textContent = t.table_id;
   document.title = `${t.table_id} — Pit`;
   $("state").textContent = t.state.toUpperCase();
@@ -20,13 +24,13 @@ function render(t) {
     <button class="btn small" data-alarm="${esc(a.alarm_id)}">Acknowledge</button></li>`).join("") || "<li>none</li>";
   const c = t.chain || {};
   $("record").innerHTML = `<dt>Messages</dt><dd>seq ${t.first_seq ?? "—"} – ${t.high_seq ?? "—"}</dd>
-    <dt>Missing</dt><dd>${(t.gaps || []).filter((g) => g.filled_at == null).map((g) => "seq " + g.seq).join(", ") || "none"}${(t.gaps || []).some((g) => g.filled_at != null) ? ` · filled later: ${(t.gaps || []).filter((g) => g.filled_at != null).length}` : ""}</dd><dt>Chain head</dt><dd>row ${c.event_id ?? "—"} at ${esc(c.made_at || "—")}</dd>
+    <dt>Missing</dt><dd>${(t.gaps || []).filter((g) => g.filled_at == null).map((g) => "seq " + g.seq).join(", ") || "none"}${(t.gaps || []).some((g) => g.filled_at != null) ? ` · filled later: ${(t.gaps || []).filter((g) => g.filled_at != null).length}` : ""}</dd><dt>Chain head</dt><dd>row ${c.event_id ?? "—"} at ${esc(dateTimeAt(c.made_at))}</dd>
     <dt>Checkpoints</dt><dd>${(t.checkpoints || []).length} kept (newest 20 shown) · ${(t.checkpoints || []).filter((k) => k.signature === "valid").length} valid</dd>`;
   $("record-alarms").innerHTML = (t.record_alarms || []).map((a) => `<li><b>${esc(a.kind)}</b> ${esc(a.detail)}
     <button class="btn small" data-record="${esc(a.id)}">Acknowledge</button></li>`).join("");
   $("rounds").innerHTML = `<tr><th>Round</th><th class="l">Status</th><th class="l">Reasons</th><th class="l">Dealer</th><th>Seats</th><th class="l">Closed</th></tr>` +
     (t.rounds || []).map((r) => `<tr class="clickable" data-round="${esc(r.round_id)}"><td>#${r.round_seq}</td><td class="l">${esc(r.status)}</td>
-      <td class="l">${esc(r.reasons)}</td><td class="l">${esc(r.dealer_id || "—")}</td><td>${r.seats}</td><td class="l">${esc(r.closed_at.slice(11, 19))}</td></tr>`).join("");
+      <td class="l">${esc(r.reasons)}</td><td class="l">${esc(r.dealer_id || "—")}</td><td>${r.seats}</td><td class="l">${esc(timeAt(r.closed_at))}</td></tr>`).join("");
 }
 
 async function load() {
@@ -50,9 +54,42 @@ document.addEventListener("click", async (e) => {
   } else if (round) {
     const r = await fetch(`/api/round/${encodeURIComponent(round.dataset.round)}`);
     $("round").hidden = false;
-    $("round").textContent = JSON.stringify(await r.json(), null, 1);
+    showRound(r.ok ? await r.json() : null);
+    $("round").scrollIntoView({block: "nearest"});
   }
 });
+
+function side(s) {
+  if (!s) return el("td", {text: "—"});
+  const cls = s.pays > 0 ? "win" : s.pays === 0 ? "push" : "lose";
+  return el("td", {class: cls, text: s.pays > 0 ? `${lineName(s.line)} · ${pays(s.pays)}` : pays(s.pays)});
+}
+
+function showRound(message) {
+  const p = message && (message.payload || message);
+  if (!p || !p.round_id) { fill($("round"), el("p", {text: "This round cannot be read."})); return; }
+  const parts = [el("h3", {text: `Round #${p.round_seq} · ${p.status.toUpperCase()} · dealer ${p.dealer_id || "—"}`}),
+    el("p", {class: "small", text: `opened ${dateTimeAt(p.opened_at)} · closed ${dateTimeAt(p.closed_at)} · ${p.round_id}`})];
+  if ((p.reasons || []).length) parts.push(el("ul", {}, p.reasons.map((x) => el("li", {text: `${cap(lineName(x.code))}${x.detail ? " — " + x.detail : ""}`}))));
+  const d = p.dealer;
+  if (d) {
+    parts.push(el("div", {class: "d-row"}, el("b", {text: "Dealer"}), cardRow(d.cards, "sm"), el("span", {text: cap(d.best_hand)})));
+    if (d.two_jacks) parts.push(el("p", {text: "Two Jacks: no setting; every Pai Gow wager loses"}));
+    if (d.setting) parts.push(el("div", {class: "d-row"}, el("small", {text: "FRONT"}), cardRow(d.setting.front, "sm"),
+      el("span", {text: cap(d.setting.front_hand)}), el("small", {text: "BACK"}), cardRow(d.setting.back, "sm"), el("span", {text: cap(d.setting.back_hand)})));
+  }
+  if ((p.seats || []).length) {
+    parts.push(el("div", {class: "scroll"}, el("table", {class: "seats-table"},
+      el("thead", {}, el("tr", {}, ["Seat", "Pos", "Cards", "Best hand", "Chan Chu", "Jacks Beat", "Ace High"].map((h) => el("th", {text: h})))),
+      el("tbody", {}, p.seats.map((s) => el("tr", {}, el("td", {text: s.seat}), el("td", {text: String(s.position)}),
+        el("td", {}, cardRow(s.cards, "sm")), el("td", {text: cap(s.best_hand)}), side(s.chan_chu), side(s.jacks_beat), side(s.push_ace_high)))))));
+  } else if ((p.positions || []).length) {
+    parts.push(el("ul", {}, p.positions.map((x) => el("li", {}, el("b", {text: `${x.seat} `}), cardRow(x.cards, "sm")))));
+  }
+  fill($("round"), parts);
+}
+
+setInterval(() => { $("clock").textContent = timeAt(pitNow()); }, 1000);
 
 const es = new EventSource("/api/events");
 es.addEventListener("open", () => { $("link").className = "link up"; load(); });

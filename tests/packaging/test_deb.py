@@ -71,6 +71,8 @@ def test_contents_list_the_unit_rules_config_and_venv(built: Built) -> None:
         "/usr/share/doc/paigow-table/examples/paigow-kiosk.service",
         "/lib/udev/rules.d/99-paigow-table.rules",
         "/etc/paigow-table/table.toml",
+        "/lib/systemd/system/paigow-pit.service",
+        "/etc/paigow-pit/pit.toml",
         f"{VENV}/pyvenv.cfg",
         f"{site}/controller/display/static/dealer.html",
         f"{site}/controller/display/static/dealer.js",
@@ -98,7 +100,7 @@ def test_control_fields(built: Built, unpacked: Path) -> None:
     assert python in depends and "adduser" in depends and "libusb-1.0-0" in depends
     assert fields["Maintainer"] and int(fields["Installed-Size"]) > 10_000
     conffiles = (unpacked / "DEBIAN" / "conffiles").read_text(encoding="utf-8").split()
-    assert conffiles == ["/etc/paigow-table/table.toml"]
+    assert conffiles == ["/etc/paigow-table/table.toml", "/etc/paigow-pit/pit.toml"]
 
 
 def test_package_matches_the_unit(unpacked: Path) -> None:
@@ -118,6 +120,35 @@ def test_package_matches_the_unit(unpacked: Path) -> None:
     assert service["Service"]["Group"] == service["Service"]["User"]  # adduser --ingroup "$USER"
     for group in service["Service"]["SupplementaryGroups"].split():
         assert f'adduser --quiet "$USER" {group}\n' in postinst
+
+
+def test_package_ships_the_pit_unit_config_and_user(unpacked: Path) -> None:
+    """The pit as a casino installs it (docs/pit.md §1): its unit, as in the repository, runs a
+    program and reads a config the package ships, as a user postinst makes; the example config
+    is the repository's; prerm stops it on removal; postinst restarts it on upgrade."""
+    path = unpacked / "lib/systemd/system/paigow-pit.service"
+    assert path.read_bytes() == (REPO / "systemd/paigow-pit.service").read_bytes()
+    service = unit(path)
+    for key in ("ExecStart", "ExecStartPre"):
+        program = service["Service"][key].split()[0]
+        assert (unpacked / program.lstrip("/")).is_file(), program
+        config = service["Service"][key].split("--config", 1)[1].split()[0]
+        assert config == "/etc/paigow-pit/pit.toml"
+    assert (unpacked / "etc/paigow-pit/pit.toml").read_bytes() == (
+        REPO / "config/pit.example.toml"
+    ).read_bytes()
+    doc = service["Unit"]["Documentation"].removeprefix("file://")
+    assert (unpacked / doc.lstrip("/")).is_file(), doc
+    assert service["Service"]["User"] == service["Service"]["Group"] == "paigow-pit"
+    assert "78" in service["Service"]["RestartPreventExitStatus"].split()
+    postinst = (unpacked / "DEBIAN" / "postinst").read_text(encoding="utf-8")
+    assert "addgroup --system --quiet paigow-pit" in postinst
+    assert "--ingroup paigow-pit --no-create-home" in postinst
+    assert '--gecos "Pai Gow pit" paigow-pit\n' in postinst
+    assert "install -d -m 0750 -o paigow-pit -g paigow-pit /var/lib/paigow-pit" in postinst
+    assert "systemctl try-restart paigow-pit.service" in postinst
+    prerm = (unpacked / "DEBIAN" / "prerm").read_text(encoding="utf-8")
+    assert "systemctl disable --now paigow-pit.service" in prerm
 
 
 @pytest.mark.parametrize("script", ["postinst", "prerm", "postrm"])

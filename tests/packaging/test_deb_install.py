@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import grp
 import importlib._bootstrap_external as bootstrap
 import json
 import os
@@ -254,3 +255,99 @@ def test_a_planted_pyc_or_pth_in_the_installed_venv_stops_run(deb_installed: Pat
         assert not (work / "journal.sqlite3").exists()
     again = json.loads(_as_paigow("paigow-table", "authenticate", "--nonce", "x").stdout)
     assert again["verified"] is True and again["hmac_sha256"] == before["hmac_sha256"]
+
+
+PIT_USER = "paigow-pit"
+PIT_DIR = Path("/etc/paigow-pit")
+
+
+def _as_pit(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["runuser", "-u", PIT_USER, "--", *args],
+        capture_output=True, text=True, env=clean_env(), timeout=timeout, check=False, cwd="/",
+    )  # fmt: skip
+
+
+def _mode(path: Path) -> tuple[str, str, int]:
+    st = path.stat()
+    return pwd.getpwuid(st.st_uid).pw_name, grp.getgrgid(st.st_gid).gr_name, st.st_mode & 0o777
+
+
+async def _pit_subscribes(config: Path) -> str:
+    """``pit run`` as paigow-pit until it has subscribed (its log says so), then SIGTERM (what
+    systemd sends): what it logged, and it must exit 0."""
+    # setpriv execs the pit as paigow-pit, as systemd's User= does (runuser would stay its parent
+    # and answer the SIGTERM itself).
+    proc = await asyncio.create_subprocess_exec(
+        "setpriv", f"--reuid={PIT_USER}", f"--regid={PIT_USER}", "--init-groups",
+        "paigow-table", "pit", "run", "--config", str(config),
+        stderr=asyncio.subprocess.PIPE, env=clean_env(), cwd="/",
+    )  # fmt: skip
+    assert proc.stderr is not None
+    said: list[str] = []
+    try:
+        async with asyncio.timeout(60):
+            while not any("pit_subscribed" in line for line in said):
+                line = (await proc.stderr.readline()).decode()
+                assert line, f"pit run ended: {''.join(said)}"
+                said.append(line)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest = await asyncio.wait_for(proc.communicate(), 30)
+    said.append(rest[1].decode())
+    assert proc.returncode == 0, "".join(said)
+    return "".join(said)
+
+
+async def test_the_installed_pit_as_docs_pit_md_section_1_says(
+    deb_installed: Path, tmp_path: Path
+) -> None:
+    """docs/pit.md §1 on this Debian, step by step: the package made the user, the directories
+    and the example config; check-config names every file the example needs (1, no
+    traceback); the keys made as §1 makes them; the edited config passes; migrate and run as
+    paigow-pit against a real Mosquitto. (systemctl itself cannot run here: PID 1 is not
+    systemd; the unit is checked in tests/packaging/test_deb.py.)"""
+    from simulators.mosquitto import Mosquitto
+
+    guide = (Path(__file__).resolve().parents[2] / "docs/pit.md").read_text(encoding="utf-8")
+    made_keys = (
+        "(umask 0027 && openssl rand -hex 32 > pit-command.key && "
+        "openssl rand -hex 32 > report.key)"
+    )
+    assert made_keys in guide and "chgrp paigow-pit pit-command.key report.key" in guide
+    assert pwd.getpwnam(PIT_USER).pw_dir == "/nonexistent"
+    assert _mode(PIT_DIR) == ("root", PIT_USER, 0o750)
+    assert _mode(PIT_DIR / "pit.toml") == ("root", PIT_USER, 0o640)
+    assert _mode(Path("/var/lib/paigow-pit")) == (PIT_USER, PIT_USER, 0o750)
+    example = PIT_DIR / "pit.toml"
+    done = _as_pit("paigow-table", "pit", "check-config", str(example))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"{example}: broker.password_file: /etc/paigow-pit/mqtt-password: no such file" in (
+        done.stderr
+    )
+    tables_key = tmp_path / "checkpoint.key"
+    tables_key.write_text(os.urandom(32).hex() + "\n")
+    _sh("install", "-m", "0640", "-g", PIT_USER, str(tables_key), str(PIT_DIR / "checkpoint.key"))
+    _sh("sh", "-c", f"cd {PIT_DIR} && {made_keys} && chgrp paigow-pit pit-command.key report.key")
+    database = Path(f"/var/lib/paigow-pit/test-{os.getpid()}.sqlite3")  # purge keeps the dir
+    try:
+        async with Mosquitto(tmp_path / "broker") as broker:
+            example.write_text(
+                '[site]\nid = "riverside"\n'
+                f'[broker]\nhost = "127.0.0.1"\nport = {broker.port}\n'
+                f'[database]\npath = "{database}"\n'
+                f'[record]\ncheckpoint_key_file = "{PIT_DIR}/checkpoint.key"\n'
+                f'[commands]\nkey_file = "{PIT_DIR}/pit-command.key"\n'
+                f'[shift]\nreport_key_file = "{PIT_DIR}/report.key"\n'
+                "[web]\nport = 0\n"
+            )
+            done = _as_pit("paigow-table", "pit", "check-config", str(example))
+            assert done.returncode == 0 and done.stdout.startswith(f"{example}: OK"), done.stderr
+            done = _as_pit("paigow-table", "pit", "migrate", "--config", str(example))
+            assert done.returncode == 0 and "0001" in done.stdout, done.stdout + done.stderr
+            assert _mode(database)[0] == PIT_USER
+            said = await _pit_subscribes(example)
+        assert "pit_web_listening url=http://127.0.0.1:" in said
+    finally:
+        for leftover in database.parent.glob(f"{database.name}*"):
+            leftover.unlink()

@@ -175,7 +175,8 @@ async def test_pit_page_live_tiles_and_acknowledge_by_signed_command(
             missing = await record.locator("dd").nth(1).inner_text()
             assert missing.startswith("none"), missing
             await page.get_by_role("row").filter(has_text="#2").click()
-            await page.locator("#round").get_by_text('"round_seq": 2').wait_for(timeout=WAIT_MS)
+            await page.locator("#round").get_by_text("Round #2").wait_for(timeout=WAIT_MS)
+            await page.locator("#round .seats-table").wait_for(timeout=WAIT_MS)  # each seat
             await page.screenshot(path=str(SCREENS / "pit-table-1920x1080.png"), full_page=True)
             await page.fill("#badge", "S100")
             await page.fill("#pin", PIN)
