@@ -142,6 +142,12 @@ def _read_supervisors(path: Path) -> object:
     return read_supervisors(path)
 
 
+def _read_feed_keys(path: Path) -> object:
+    from pit.keys import parse_keys
+
+    return parse_keys(path.read_text(encoding="utf-8"), str(path))
+
+
 Reader = Callable[[Path], object]
 
 
@@ -156,6 +162,10 @@ def _files(data: Mapping[str, Any]) -> Iterable[tuple[str, Path, Reader, bool]]:
         (k, _get(data, k), _read_supervisors if k.startswith("commands.") else _read_plain, False)
         for k in PLAIN
     ]
+    # The tables' public keys: not secret, read as the pit reads them (pit/keys.py).
+    named.append(
+        ("record.feed_keys_file", _get(data, "record.feed_keys_file"), _read_feed_keys, False)
+    )
     per_table = _get(data, "record.checkpoint_keys")
     if isinstance(per_table, Mapping):
         named += [

@@ -147,3 +147,19 @@ async def test_broker_down_warnings_back_off(
     lost = [r for r in caplog.records if r.getMessage().startswith("pit_mqtt_lost")]
     assert 1 <= len(lost) <= 3, [r.getMessage() for r in lost]
     assert ingest.stats.link_errors >= 6  # it kept trying all the same
+
+
+def test_a_feed_keys_file_that_is_not_one_is_named_with_its_line(tmp_path: Path) -> None:
+    """The tables' public keys are read as the pit reads them: a line that is not
+    ``TABLE_ID ed25519 <hex>`` is an error of check-config, not a refusal at the first start."""
+    keys = tmp_path / "feed-keys"
+    keys.write_text("PG-01 ed25519 " + "ab" * 32 + "\nPG-02 rsa 1234\n")
+    config = tmp_path / "pit.toml"
+    config.write_text(
+        '[site]\nid = "riverside"\n'
+        f'[database]\nurl = "sqlite:///{tmp_path / "pit.sqlite3"}"\n'
+        f'[record]\nfeed_keys_file = "{keys}"\n'
+    )
+    result = check_pit_config(config)
+    said = {issue.key: issue.message for issue in result.errors}
+    assert f"{keys}:2:" in said["record.feed_keys_file"] or "PG-02" in said["record.feed_keys_file"]
