@@ -24,12 +24,16 @@ from collections import deque
 from datetime import datetime
 from typing import Any, Protocol
 
+import structlog
+
 from controller.clock import iso
 from controller.journal.checkpoints import ChainReader, sign_checkpoint
 from controller.messages import CheckpointPayload
 from controller.ports import EffectSource, EventRecorder, OutboxStore, TableView
 from controller.services.later import SETTLE_S
 from controller.table import Effect, RoundClosed
+
+log = structlog.get_logger(__name__)
 
 
 class CheckpointHost(EffectSource, OutboxStore, TableView, EventRecorder, Protocol):
@@ -66,6 +70,8 @@ class CheckpointService:
             while True:
                 await self._next(host)
         finally:
+            # A table stopping right after a round still anchors its close.
+            self._flush(host)
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None
@@ -85,6 +91,15 @@ class CheckpointService:
         while self._closes:
             at_close = self._closes.popleft()
             self.checkpoint(host, host.clock(), every_round=True, position=at_close)
+
+    def _flush(self, host: CheckpointHost) -> None:
+        """The checkpoints of the closes not yet anchored, now (at stop)."""
+        try:
+            while self._closes:
+                position = self._closes.popleft()
+                self.checkpoint(host, host.clock(), every_round=True, position=position)
+        except Exception as exc:  # the journal may be gone already: say so, stop anyway
+            log.error("checkpoint_at_stop_failed", error=str(exc), pending=len(self._closes))
 
     def _on_effect(self, effect: Effect) -> None:
         # Every close anchored outside the table: the casino's copy proves the tail.

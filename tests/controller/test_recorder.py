@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from controller.journal import Journal, Transaction
-from controller.kept_state import DEALER_KEY, LATCHED_KEY, SEATS_KEY, load_kept
+from controller.kept_state import CHAIN_VERIFIED_KEY, DEALER_KEY, LATCHED_KEY, SEATS_KEY, load_kept
 from controller.messages import AcknowledgeAlarm, SetSeats, SignIn
 from controller.recorder import EFFECTS, Recorder, durable
 from controller.table import (
@@ -112,7 +112,8 @@ def test_kept_state_is_saved_with_the_command_that_changed_it_and_read_back(
         json.loads(p)["name"]
         for (p,) in _rows(path, "SELECT payload FROM events WHERE kind = 'state_kept'")
     ]
-    assert chained == [SEATS_KEY, DEALER_KEY]  # each change is also in the hash chain
+    # Each change is also in the hash chain; then the start's own: the row it verified up to.
+    assert chained == [SEATS_KEY, DEALER_KEY, CHAIN_VERIFIED_KEY]
 
 
 def test_a_latching_alarm_and_its_acknowledgement_save_the_latched_list_and_the_keepers(

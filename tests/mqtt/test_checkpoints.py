@@ -191,10 +191,17 @@ async def _deal_and_checkpoint(workdir: Path, rounds: int) -> list[dict[str, Any
     """Run the table (checkpoints on every round's close), deal ``rounds`` rounds, stop; the
     checkpoints the journal holds then."""
     service = CheckpointService(KEY, "checkpoint.key", interval=3600)
+    journal = workdir / "journal.sqlite3"
     async with running_table(workdir, services=[service]) as t:
         for n in range(rounds):
+            before = len(_journaled_checkpoints(journal))
             await t.deal(rng_number=n % 7 + 1)
-    return _journaled_checkpoints(workdir / "journal.sqlite3")
+            # As at a real table, where rounds are seconds apart: the close's checkpoint (made
+            # just after the round's messages went out) is journaled before the next deal.
+            async with asyncio.timeout(10):
+                while len(_journaled_checkpoints(journal)) == before:
+                    await asyncio.sleep(0.02)
+    return _journaled_checkpoints(journal)
 
 
 async def test_a_rewritten_round_shows_at_the_next_checkpoint(tmp_path: Path) -> None:
