@@ -222,11 +222,13 @@ async def test_a_signed_authenticate_command_answers_the_regulators_challenge(
         assert sub.client is not None
         topic = f"{PREFIX}cmd/authenticate"
         await sub.client.publish(topic, b'{"nonce": "unsigned-1234"}', qos=1)
-        unsigned = (await sub.until(on(f"{PREFIX}reply/authenticate"))).json
+        # Generous waits: the table hashes every installed file for an answer (and at start),
+        # which takes tens of seconds on a loaded two-core machine.
+        unsigned = (await sub.until(on(f"{PREFIX}reply/authenticate"), timeout=60)).json
         assert not unsigned["ok"] and "not signed" in unsigned["error"]
         nonce = "gat-2026-11-24-0001"
         await sub.client.publish(topic, _body("authenticate", "g-1", nonce=nonce), qos=1)
-        reply = (await sub.until(on(f"{PREFIX}reply/authenticate"))).json
+        reply = (await sub.until(on(f"{PREFIX}reply/authenticate"), timeout=60)).json
         assert reply["ok"], reply
         data = reply["data"]
         assert data["hmac_sha256"] == authenticate(nonce)["hmac_sha256"]
