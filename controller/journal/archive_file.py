@@ -21,6 +21,33 @@ def trailer_mac(key: bytes, sha256_hex: str) -> str:
     return hmac.new(key, sha256_hex.encode("ascii"), hashlib.sha256).hexdigest()
 
 
+def _archive_lines(p: Path) -> tuple[str | None, list[str]]:
+    """(a problem, or None, and the lines) of an archive file: its sidecar's SHA-256 matched,
+    unzipped and decoded, a header and a trailer at least."""
+    try:
+        data = p.read_bytes()
+        sidecar = p.with_name(p.name + ".sha256")
+        if sidecar.exists():
+            want = sidecar.read_text(encoding="utf-8").split()[0]
+            if hashlib.sha256(data).hexdigest() != want:
+                return f"{p.name}: the file does not match its .sha256", []
+        text = gzip.decompress(data).decode("utf-8")
+    except (OSError, EOFError, UnicodeDecodeError, IndexError) as exc:
+        return f"{p.name}: unreadable: {exc}", []
+    lines = text.splitlines(keepends=True)
+    if len(lines) < 2:
+        return f"{p.name}: no header and trailer", []
+    return None, lines
+
+
+def _signed_with(key: bytes, trailer: dict[str, Any]) -> bool:
+    """Whether the trailer's HMAC is ``key``'s (compared as bytes: a planted non-ASCII value is
+    a mismatch, not an error)."""
+    given = str(trailer.get("hmac_sha256", "")).encode("utf-8", "surrogatepass")
+    want = trailer_mac(key, str(trailer["sha256"])).encode("utf-8")
+    return hmac.compare_digest(given, want)
+
+
 def read_archive(
     path: str | os.PathLike[str], key: bytes | None = None
 ) -> tuple[bool, str, list[dict[str, Any]]]:
@@ -28,19 +55,9 @@ def read_archive(
     header's counts and, with ``key``, the trailer's signature. Returns (ok, one line, its
     lines between header and trailer — empty unless ok)."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-        sidecar = p.with_name(p.name + ".sha256")
-        if sidecar.exists():
-            want = sidecar.read_text(encoding="utf-8").split()[0]
-            if hashlib.sha256(data).hexdigest() != want:
-                return False, f"{p.name}: the file does not match its .sha256", []
-        text = gzip.decompress(data).decode("utf-8")
-    except (OSError, EOFError, UnicodeDecodeError, IndexError) as exc:
-        return False, f"{p.name}: unreadable: {exc}", []
-    lines = text.splitlines(keepends=True)
-    if len(lines) < 2:
-        return False, f"{p.name}: no header and trailer", []
+    problem, lines = _archive_lines(p)
+    if problem is not None:
+        return False, problem, []
     try:
         trailer = json.loads(lines[-1])
         header = json.loads(lines[0])
@@ -55,12 +72,7 @@ def read_archive(
     if header.get("format") != ARCHIVE_FORMAT:
         return False, f"{p.name}: not a {ARCHIVE_FORMAT} file", []
     signed = "hmac_sha256" in trailer
-    if key is not None and (
-        not signed
-        or not hmac.compare_digest(
-            str(trailer["hmac_sha256"]), trailer_mac(key, str(trailer["sha256"]))
-        )
-    ):
+    if key is not None and not (signed and _signed_with(key, trailer)):
         return False, f"{p.name}: not signed with this key", []
     items = [json.loads(line) for line in lines[1:-1]]
     rounds = [i for i in items if i.get("type") == "round"]

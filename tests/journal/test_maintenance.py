@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.journal import Journal, OutboxMessage
+from controller.journal.archive_file import read_archive
 from controller.journal.maintenance import (
     EXIT_DAMAGED,
     EXIT_MISSING,
@@ -334,3 +335,21 @@ def test_an_online_backup_verifies_rotates_and_refuses_a_copy_that_does_not_veri
     )  # fmt: skip
     assert done.returncode == 1 and "does not verify" in done.stderr
     assert len(list(out.glob("*.bad"))) == 1 and len(list(out.glob("*.sqlite3"))) == 2
+
+
+def test_a_planted_non_ascii_signature_is_a_mismatch_not_a_traceback(tmp_path: Path) -> None:
+    """An archive's trailer whose hmac an adversary made non-ASCII (and re-hashed so every other
+    check passes): 'not signed with this key', never a TypeError from compare_digest."""
+    path = tmp_path / "j.sqlite3"
+    clock = write_journal(path, 3)
+    clock.now += timedelta(days=2)
+    with Journal.open(path, TABLE, clock=clock) as j:
+        [file] = archive_rounds(j, before=clock.now, directory=tmp_path / "a").files
+    os.remove(file.with_name(file.name + ".sha256"))
+    lines = gzip.decompress(file.read_bytes()).decode().splitlines(keepends=True)
+    trailer = json.loads(lines[-1])
+    trailer["hmac_sha256"] = "é" * 64
+    lines[-1] = json.dumps(trailer) + "\n"
+    file.write_bytes(gzip.compress("".join(lines).encode()))
+    ok, line, _ = read_archive(file, key=bytes(32))
+    assert not ok and "not signed with this key" in line

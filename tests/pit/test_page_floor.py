@@ -20,7 +20,7 @@ import pytest
 from playwright import async_api as playwright_api
 
 from pit.config import PitConfig, parse_pit_config
-from pit.simfeed import SimTable, wire
+from pit.simfeed import SimTable, SimulatedKeys, wire
 from pit.store import Incoming, Outcome, Store, migrate
 from simulators.mosquitto import Mosquitto
 from tests.display.conftest import CHROMIUM, CHROMIUM_ARGS
@@ -50,7 +50,7 @@ def feed(db_url: str, kinds: dict[str, str]) -> None:
     """Each table's status as ``kinds`` says (online, closed, offline, fault, alarm, record,
     silent), straight into the pit's database, as if just heard."""
     migrate(db_url)
-    store = Store(db_url, default_checkpoint_key=KEY, root=ROOT)
+    store = Store(db_url, default_checkpoint_key=KEY, root=ROOT, feed_keys=SimulatedKeys())
     now, at = datetime.now(UTC), time.time()
     items = []
     for n, (table, kind) in enumerate(kinds.items()):
