@@ -95,7 +95,7 @@ KeysOf = Callable[[str], Mapping[str, Ed25519PublicKey] | None]
 
 
 class _Duplicate(ValueError):
-    pass
+    """A JSON object naming a member twice (json.loads would keep the last silently)."""
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -47,8 +47,7 @@ def existing_file(path: str, what: str) -> str:
     if os.path.isdir(path):
         raise CliError(EXIT_NOINPUT, f"{what} {path}: is a directory, not a file")
     try:
-        with open(path, "rb"):
-            pass
+        open(path, "rb").close()  # readable by this user, not only present
     except OSError as exc:
         raise CliError(EXIT_IOERR, f"{what} {path}: cannot be read: {exc.strerror}") from None
     return path

@@ -37,9 +37,8 @@ from controller.messages import (
     StatusRequest,
     VoidRound,
 )
-from controller.table.alarms import Alarms, Severity
+from controller.table.alarms import Alarms
 from controller.table.effects import (
-    AlarmRaised,
     ClockSync,
     CommandReply,
     DiskSpace,
@@ -221,19 +220,6 @@ class Table:
 
     def status(self) -> StatusPayload:
         return status_of(self.state, self.env)
-
-    def _alarm(
-        self,
-        code: str,
-        severity: Severity,
-        detail: str,
-        device: str | None = None,
-        round_id: str | None = None,
-        *,
-        latch: bool = False,
-        by: str | None = None,
-    ) -> AlarmRaised:
-        return self.alarms.raise_alarm(code, severity, detail, device, round_id, latch=latch, by=by)
 
     # --- the entry point ----------------------------------------------------------------
 

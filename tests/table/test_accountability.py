@@ -355,7 +355,7 @@ def test_the_status_lists_at_most_fifty_latched_alarms_and_counts_them_all() -> 
 
     table, _ = make_table()
     for n in range(STATUS_ALARMS + 25):
-        table._alarm("device_flood", "critical", f"flood {n}", "shuffler")
+        table.alarms.raise_alarm("device_flood", "critical", f"flood {n}", "shuffler")
     status = table.status()
     assert status.alarms_unacknowledged_total == STATUS_ALARMS + 25
     assert len(status.alarms_unacknowledged) == STATUS_ALARMS
