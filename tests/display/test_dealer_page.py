@@ -228,7 +228,9 @@ async def test_a_players_setting_is_entered_by_tapping_two_cards(
         result = await t.deal(rng_number=4)
         assert result.dealer is not None and not result.dealer.two_jacks
         label, foul, fair = foul_and_fair(result)
-        await page.locator(f'.seat[data-seat="{label}"]').click()
+        # The daemon has closed the round; the page may not have it yet (a loaded machine).
+        # A seat takes taps once its hand is shown: a tap before that opens nothing.
+        await page.locator(f'.seat.tappable[data-seat="{label}"]').click()
         for card in fair:
             await page.locator(f'#pick-cards .card[data-card="{card}"]').click()
         preview = page.locator('#player-outcome[data-entered="no"]')
@@ -256,7 +258,7 @@ async def test_a_players_setting_is_entered_by_tapping_two_cards(
         )
         # Another seat asks for the House Way: its Pai Gow result shows on its row.
         other = next(s.seat for s in result.seats if s.seat != label)
-        await page.locator(f'.seat[data-seat="{other}"]').click()
+        await page.locator(f'.seat.tappable[data-seat="{other}"]').click()
         await page.locator("#player-house-way").click()
         await expect(page.locator('#player-outcome[data-entered="yes"]')).to_be_visible()
         await page.locator("#modal-close").click()
@@ -271,7 +273,7 @@ async def test_a_players_setting_is_entered_by_tapping_two_cards(
         await shot(page, "dealer-player-settings-1920x1080")
         # Entered again for the first seat (House Way this time): a correction, which needs a
         # supervisor's badge and PIN and a reason (docs/audit.md), and is shown as one.
-        await page.locator(f'.seat[data-seat="{label}"]').click()
+        await page.locator(f'.seat.tappable[data-seat="{label}"]').click()
         await expect(page.locator("#correction")).to_be_visible()
         await page.locator("#player-house-way").click()
         await expect(page.locator("#correction-missing")).to_contain_text(
