@@ -17,6 +17,7 @@ import secrets
 import signal
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -63,6 +64,33 @@ def demo_pit_config(
     )
 
 
+@dataclass(frozen=True)
+class _Files:
+    """The demo's keys and books, each written as IT would at install (mode 0600)."""
+
+    checkpoint_key: Path
+    command_key: Path
+    command_keys: Path  # the tables' book of the pit's command key
+    report_key: Path
+    feed_keys: Path
+    supervisors: Path
+    pin: str  # the supervisor's, printed for the newcomer
+
+
+def _demo_files(workdir: Path, names: list[str]) -> _Files:
+    command_secret = secrets.token_hex(32)
+    pin, supervisors = _supervisor(workdir)
+    return _Files(
+        checkpoint_key=_secret_file(workdir / "checkpoint.key", secrets.token_hex(32)),
+        command_key=_secret_file(workdir / "pit-command.key", command_secret),
+        command_keys=_secret_file(workdir / "command-keys", f"pit hmac-sha256 {command_secret}"),
+        report_key=_secret_file(workdir / "report.key", secrets.token_hex(32)),
+        feed_keys=register_feed_keys(workdir, names),
+        supervisors=supervisors,
+        pin=pin,
+    )
+
+
 async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     import logging
 
@@ -76,55 +104,24 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         loop.add_signal_handler(sig, stop.set)
     with tempfile.TemporaryDirectory(prefix="paigow-pit-demo-") as tmp:
         workdir = Path(tmp)
-        checkpoint_key = _secret_file(workdir / "checkpoint.key", secrets.token_hex(32))
-        command_secret = secrets.token_hex(32)
-        command_key = _secret_file(workdir / "pit-command.key", command_secret)
-        keys = _secret_file(workdir / "command-keys", f"pit hmac-sha256 {command_secret}")
-        report_key = _secret_file(workdir / "report.key", secrets.token_hex(32))
         names = [f"PG-{i + 1:02d}" for i in range(args.tables)]
-        feed_keys = register_feed_keys(workdir, names)
-        pin, supervisors = _supervisor(workdir)
+        files = _demo_files(workdir, names)
         async with Mosquitto(workdir / "broker", persistence=True) as broker:
             text = demo_pit_config(
                 workdir, broker.port, args.http_port, args.database,
-                checkpoint_key=checkpoint_key, command_key=command_key, report_key=report_key,
-                feed_keys=feed_keys, supervisors=supervisors, tables=args.tables,
+                checkpoint_key=files.checkpoint_key, command_key=files.command_key,
+                report_key=files.report_key, feed_keys=files.feed_keys,
+                supervisors=files.supervisors, tables=args.tables,
             )  # fmt: skip
             config = parse_pit_config(text, "<demo>")
             await asyncio.to_thread(migrate, config.database_url)
             pit = Pit(config)
             pit_task = asyncio.create_task(pit.run(stop))
             await pit.ingest.connected.wait()
-            extra = table_mqtt_section(
-                broker.port, checkpoint_key_file=checkpoint_key, command_keys_file=keys
-            )
-            # The [display] keys TableDaemon writes come last in its section: these join them.
-            pages = f'supervisors_file = "{supervisors}"\n' + extra
-            tables = [
-                TableDaemon(name, workdir / name, extra=pages, seed=i + 1, display_port=free_port())
-                for i, name in enumerate(names)
-            ]
-            dealers: list[asyncio.Task[None]] = []
             try:
-                await asyncio.gather(*(t.start() for t in tables))
-                assert pit.web is not None
-                await pit.web.started.wait()
-                _print_pit(out, args, broker.port, pit.web.url, tables, pin)
-                for i, t in enumerate(tables):
-                    await asyncio.sleep(args.interval / max(1, len(tables)))
-                    dealers.append(asyncio.create_task(_deal(t, args, out, alarm=i == 0)))
-                while not stop.is_set():
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), 1.0)
-                    if args.rounds is not None and all(d.done() for d in dealers):
-                        await asyncio.sleep(2.0)  # the last rounds reach the pit
-                        stop.set()
+                await _tables_dealing(args, out, stop, pit, broker.port, files, workdir, names)
             finally:
                 stop.set()
-                for d in dealers:
-                    d.cancel()
-                await asyncio.gather(*dealers, return_exceptions=True)
-                await asyncio.gather(*(t.close() for t in tables), return_exceptions=True)
                 await pit_task
                 stats = pit.ingest.stats
                 print(
@@ -134,6 +131,44 @@ async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                     flush=True,
                 )
     return 0
+
+
+async def _tables_dealing(
+    args: argparse.Namespace, out: TextIO, stop: asyncio.Event, pit: Pit, broker_port: int,
+    files: _Files, workdir: Path, names: list[str],
+) -> None:  # fmt: skip
+    """The tables started, the pages printed, and a round every ``--interval`` s on each until
+    ``stop`` (or ``--rounds`` on every table); the tables closed on the way out."""
+    extra = table_mqtt_section(
+        broker_port, checkpoint_key_file=files.checkpoint_key, command_keys_file=files.command_keys
+    )
+    # The [display] keys TableDaemon writes come last in its section: these join them.
+    pages = f'supervisors_file = "{files.supervisors}"\n' + extra
+    tables = [
+        TableDaemon(name, workdir / name, extra=pages, seed=i + 1, display_port=free_port())
+        for i, name in enumerate(names)
+    ]
+    dealers: list[asyncio.Task[None]] = []
+    try:
+        await asyncio.gather(*(t.start() for t in tables))
+        assert pit.web is not None
+        await pit.web.started.wait()
+        _print_pit(out, args, broker_port, pit.web.url, tables, files.pin)
+        for i, t in enumerate(tables):
+            await asyncio.sleep(args.interval / max(1, len(tables)))
+            dealers.append(asyncio.create_task(_deal(t, args, out, alarm=i == 0)))
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+            if args.rounds is not None and all(d.done() for d in dealers):
+                await asyncio.sleep(2.0)  # the last rounds reach the pit
+                stop.set()
+    finally:
+        stop.set()
+        for d in dealers:
+            d.cancel()
+        await asyncio.gather(*dealers, return_exceptions=True)
+        await asyncio.gather(*(t.close() for t in tables), return_exceptions=True)
 
 
 #: The demo's supervisor: the badge the tables' pages and the pit page both know.

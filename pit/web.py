@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,18 +28,9 @@ from aiohttp import web
 
 import controller
 from pit import shift as shift_numbers
-from pit.access import (
-    Origins,
-    SessionCache,
-    is_loopback,
-    secure,
-    session_hash,
-    session_id,
-    supervisors_book,
-    token_tag,
-)
-from pit.config import PitConfig, PitConfigError, read_hex_key, read_secret
-from pit.judge import escaped
+from pit.config import PitConfig, read_hex_key, read_secret
+from pit.gate import Gate, json_body
+from pit.pagedb import PageDatabase
 from pit.store import Outcome, Store
 
 log = logging.getLogger("pit.web")
@@ -50,10 +39,6 @@ T = TypeVar("T")
 STATIC = Path(__file__).parent / "static"
 #: The table pages' shared look (common.css, the favicon), served as they are.
 TABLE_STATIC = Path(controller.__file__).resolve().parent / "display" / "static"
-SESSION_COOKIE = "pit_session"
-SESSION_S = 12 * 3600
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class Links:
@@ -134,26 +119,10 @@ class PitWeb:
         connected: asyncio.Event | None = None,
     ) -> None:
         self.config = config
-        self.make_store = make_store
         self.connected = connected  # the ingest's: set while subscribed to the broker
         self.links = Links(time.time())
-        self._probe: asyncio.Future[Any] | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pit-web-db")
-        self._store: Store | None = None
-        self.token: str | None = None
-        if config.web.token_file is not None:
-            self.token = read_secret(config.web.token_file)
-        elif not is_loopback(config.web.host):
-            raise PitConfigError(
-                f"[web] host = {config.web.host!r} is not a loopback address: set token_file"
-            )
-        self.origins = Origins.of(
-            config.web.host, config.web.allowed_hosts, config.web.allowed_origins
-        )
-        self.supervisors = supervisors_book(config.commands.supervisors_file)
-        self.sessions = SessionCache()
-        self.tag = token_tag(self.token) if self.token is not None else ""
-        self.refused = 0  # requests refused by the Host or same-origin checks
+        self.database = PageDatabase(make_store)
+        self.gate = Gate(config, self.database)
         self.hub = Hub(self._read_tiles)
         self.command_key: bytes | None = None
         if config.commands.key_file is not None:
@@ -165,41 +134,20 @@ class PitWeb:
         self.url = ""
         self.started = asyncio.Event()
 
-    # --- database, in its own thread -------------------------------------------------------
-
-    def _open(self) -> Store:
-        if self._store is None:
-            self._store = self.make_store()
-        return self._store
+    @property
+    def refused(self) -> int:
+        """Requests refused by the Host or same-origin checks (``pit.gate``)."""
+        return self.gate.refused
 
     async def db(self, fn: Callable[[Store], T]) -> T:
-        def call() -> T:
-            try:
-                return fn(self._open())
-            except Exception:
-                if self._store is not None:  # the database went away: reconnect next time
-                    self._store.close()
-                    self._store = None
-                raise
-
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
-
-    async def _database_answers(self) -> bool:
-        """Whether the page's own connection answers ``SELECT 1`` within 3 s."""
-        if self._probe is None or self._probe.done():
-            self._probe = asyncio.ensure_future(self.db(lambda s: s.one("SELECT 1")))
-        try:
-            await asyncio.wait_for(asyncio.shield(self._probe), 3.0)
-        except Exception:  # down, or too slow to count as up
-            return False
-        return True
+        return await self.database.call(fn)
 
     async def watch_links(self, stop: asyncio.Event, every: float = 0.5) -> None:
         """The broker's link (the ingest subscribed) and the database's, every ``every`` s; a
         change goes to every page at once."""
         while not stop.is_set():
             now = time.time()
-            changed = self.links.set("database", await self._database_answers(), now)
+            changed = self.links.set("database", await self.database.answers(), now)
             if self.connected is not None:
                 changed |= self.links.set("broker", self.connected.is_set(), now)
             if changed:
@@ -215,122 +163,7 @@ class PitWeb:
             log.warning("pit_web_read_failed: %s", type(exc).__name__)
             return []
 
-    # --- auth (pit.access) ----------------------------------------------------------------
-
-    def _bearer(self, request: web.Request) -> bool:
-        header = request.headers.get("Authorization", "")
-        return (
-            self.token is not None
-            and header.startswith("Bearer ")
-            and hmac.compare_digest(header[7:].strip().encode(), self.token.encode())
-        )
-
-    async def _authorized(self, request: web.Request) -> bool:
-        if self.token is None or self._bearer(request):
-            return True
-        return await self._session_ok(request.cookies.get(SESSION_COOKIE, ""))
-
-    async def _session_ok(self, cookie: str) -> bool:
-        if not cookie or len(cookie) > 128:
-            return False
-        key, now = session_hash(cookie), time.time()
-        if self.sessions.fresh(key, now):
-            return True
-        expires = await self.db(lambda s: s.session_expires(key, self.tag, now))
-        if expires is None:
-            self.sessions.forget(key)
-            return False
-        self.sessions.remember(key, expires, now)
-        return True
-
-    def _refuse(self, request: web.Request, status: int, reason: str) -> web.Response:
-        self.refused += 1
-        log.warning("pit_request_refused status=%d path=%s remote=%s host=%s: %s", status,
-                    escaped(request.path, 80), request.remote,
-                    escaped(request.headers.get("Host", ""), 80), reason)  # fmt: skip
-        return web.json_response({"error": reason}, status=status)
-
-    @web.middleware
-    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not self.origins.host_allowed(request):  # DNS rebinding: GETs too
-            return self._refuse(request, 421, "this page does not answer to that host")
-        if "token" in request.query:
-            return web.json_response(
-                {"error": "a token is never accepted in an address: log in at /login"},
-                status=400,
-            )
-        if request.method not in ("GET", "HEAD"):
-            problem = self.origins.change_problem(request, self._bearer(request))
-            if problem is not None:
-                return self._refuse(request, *problem)
-        open_paths = ("/login", "/api/login", "/static/")
-        if request.path.startswith(open_paths) or await self._authorized(request):
-            response = await handler(request)
-            response.headers.setdefault("Cache-Control", "no-store")
-            response.headers["X-Frame-Options"] = "DENY"
-            response.headers["Referrer-Policy"] = "no-referrer"
-            return response
-        if request.path.startswith("/api/"):
-            return web.json_response({"error": "log in first"}, status=401)
-        raise web.HTTPFound("/login")
-
-    async def login(self, request: web.Request) -> web.Response:
-        body = await _json(request)
-        token = str(body.get("token", ""))
-        if self.token is None:
-            return web.json_response({"ok": True})
-        if not hmac.compare_digest(token.encode(), self.token.encode()):
-            log.warning("pit_login_refused remote=%s", request.remote)
-            await asyncio.sleep(1.0)  # slows guessing down
-            return web.json_response({"error": "wrong token"}, status=403)
-        cookie, now = session_id(), time.time()
-        key = session_hash(cookie)
-        await self.db(lambda s: s.session_add(key, self.tag, now, now + SESSION_S))
-        response = web.json_response({"ok": True})
-        response.set_cookie(
-            SESSION_COOKIE, cookie, httponly=True, samesite="Strict", max_age=SESSION_S,
-            secure=secure(request), path="/",
-        )  # fmt: skip
-        return response
-
-    async def logout(self, request: web.Request) -> web.Response:
-        """The session ends here and now, server-side (a copied cookie is worth nothing)."""
-        cookie = request.cookies.get(SESSION_COOKIE, "")
-        done = False
-        if cookie:
-            key = session_hash(cookie)
-            self.sessions.forget(key)
-            done = await self.db(lambda s: s.session_revoke(key, time.time()))
-        response = web.json_response({"ok": True, "revoked": done})
-        response.del_cookie(SESSION_COOKIE, path="/")
-        return response
-
-    async def _supervisor(self, request: web.Request, body: dict[str, Any]) -> str | web.Response:
-        """The badge of the supervisor whose badge and PIN ``body`` holds, or the refusal."""
-        if self.supervisors is None:
-            return web.json_response(
-                {"error": "acknowledging from the pit takes a supervisor's badge and PIN: "
-                          "set [commands] supervisors_file"},
-                status=409,
-            )  # fmt: skip
-        badge, pin = str(body.get("badge", "")).strip(), str(body.get("pin", ""))
-        if not badge or not pin or len(badge) > 32 or len(pin) > 64:
-            return web.json_response({"error": "give the supervisor's badge and PIN"}, status=400)
-        book = self.supervisors
-        decision = await asyncio.to_thread(book.check, badge, pin, request.remote or "")
-        if not decision.allowed:
-            log.warning("pit_supervisor_refused badge=%s remote=%s why=%s", escaped(badge, 32),
-                        request.remote, decision.code)  # fmt: skip
-            return web.json_response({"error": decision.reason}, status=decision.status)
-        return badge
-
     # --- pages and data --------------------------------------------------------------------
-
-    def _page(self, name: str) -> Callable[[web.Request], Awaitable[web.FileResponse]]:
-        async def page(request: web.Request) -> web.FileResponse:
-            return web.FileResponse(STATIC / name)
-
-        return page
 
     async def floor(self, request: web.Request) -> web.Response:
         tiles = await self.db(lambda s: s.tiles())
@@ -407,7 +240,7 @@ class PitWeb:
         """The live stream: the whole floor at once (also right after a reconnect), then the
         tiles that changed."""
         if len(self.hub.queues) >= self.config.web.max_streams:
-            return self._refuse(request, 503, "too many live pages open: try again later")
+            return self.gate.refuse(request, 503, "too many live pages open: try again later")
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
         )
@@ -440,10 +273,10 @@ class PitWeb:
     async def acknowledge(self, request: web.Request) -> web.Response:
         """A table's latched alarm acknowledged from the pit: a signed ``acknowledge_alarm``
         naming the supervisor, published to the table's command topic."""
-        body = await _json(request)
+        body = await json_body(request)
         table_id, alarm_id = str(body.get("table_id", "")), str(body.get("alarm_id", ""))
         note = str(body.get("note", ""))[:200]
-        by = await self._supervisor(request, body)
+        by = await self.gate.supervisor(request, body)
         if isinstance(by, web.Response):
             return by
         if self.command_key is None:
@@ -469,9 +302,9 @@ class PitWeb:
         return web.json_response({"ok": True, "request_id": request_id, "topic": topic})
 
     async def record_ack(self, request: web.Request) -> web.Response:
-        body = await _json(request)
+        body = await json_body(request)
         alarm = str(body.get("id", ""))
-        by = await self._supervisor(request, body)
+        by = await self.gate.supervisor(request, body)
         if isinstance(by, web.Response):
             return by
         done = await self.db(lambda s: s.acknowledge_record_alarm(alarm, by))
@@ -482,14 +315,14 @@ class PitWeb:
     # --- serving ---------------------------------------------------------------------------
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._guard])
+        app = web.Application(middlewares=[self.gate.guard])
         app.add_routes(
             [
-                web.get("/", self._page("pit.html")),
-                web.get("/table/{table_id}", self._page("table.html")),
-                web.get("/login", self._page("login.html")),
-                web.post("/api/login", self.login),
-                web.post("/api/logout", self.logout),
+                web.get("/", _file(STATIC / "pit.html")),
+                web.get("/table/{table_id}", _file(STATIC / "table.html")),
+                web.get("/login", _file(STATIC / "login.html")),
+                web.post("/api/login", self.gate.login),
+                web.post("/api/logout", self.gate.logout),
                 web.get("/api/floor", self.floor),
                 web.get("/api/links", self.links_),
                 web.get("/api/table/{table_id}", self.table),
@@ -501,41 +334,27 @@ class PitWeb:
                 web.get("/api/protection", self.protection),
                 web.post("/api/acknowledge", self.acknowledge),
                 web.post("/api/record-ack", self.record_ack),
-                web.get("/static/common.css", self._common("common.css")),
-                web.get("/static/favicon.svg", self._common("favicon.svg")),
-                web.get("/static/common.js", self._common("common.js")),
+                web.get("/static/common.css", _file(TABLE_STATIC / "common.css")),
+                web.get("/static/favicon.svg", _file(TABLE_STATIC / "favicon.svg")),
+                web.get("/static/common.js", _file(TABLE_STATIC / "common.js")),
                 web.static("/static", STATIC),
             ]
         )
         return app
-
-    def _tls(self) -> ssl.SSLContext | None:
-        w = self.config.web
-        if w.cert_file is None:
-            return None
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(w.cert_file, w.key_file)
-        return context
-
-    def _common(self, name: str) -> Callable[[web.Request], Awaitable[web.FileResponse]]:
-        async def serve(request: web.Request) -> web.FileResponse:
-            return web.FileResponse(TABLE_STATIC / name)
-
-        return serve
 
     async def run(self, stop: asyncio.Event) -> None:
         hub = asyncio.create_task(self.hub.run(), name="pit-hub")
         watch = asyncio.create_task(self.watch_links(stop), name="pit-links")
         self.runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=2.0)
         await self.runner.setup()
-        tls = self._tls()
+        tls = _tls(self.config)
         site = web.TCPSite(self.runner, self.config.web.host, self.config.web.port, ssl_context=tls)
         await site.start()
         port = self.runner.addresses[0][1]
         host = self.config.web.host
         scheme = "https" if tls is not None else "http"
         self.url = f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
-        log.info("pit_web_listening url=%s token=%s", self.url, self.token is not None)
+        log.info("pit_web_listening url=%s token=%s", self.url, self.gate.token is not None)
         self.started.set()
         try:
             await stop.wait()
@@ -549,21 +368,23 @@ class PitWeb:
             with contextlib.suppress(BaseException):
                 await watch
             await self.runner.cleanup()
-
-            def close() -> None:
-                if self._store is not None:
-                    self._store.close()
-
-            await asyncio.get_running_loop().run_in_executor(self._executor, close)
-            self._executor.shutdown(wait=True)
+            await self.database.close()
 
 
-async def _json(request: web.Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
+def _file(path: Path) -> Callable[[web.Request], Awaitable[web.FileResponse]]:
+    async def serve(request: web.Request) -> web.FileResponse:
+        return web.FileResponse(path)
+
+    return serve
+
+
+def _tls(config: PitConfig) -> ssl.SSLContext | None:
+    w = config.web
+    if w.cert_file is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(w.cert_file, w.key_file)
+    return context
 
 
 async def publish_command(config: PitConfig, topic: str, payload: bytes) -> None:

@@ -287,9 +287,7 @@ OVER_BUDGET = {
     "controller/protection/watch.py::Watch.observe": "every test fed one round, in order",
     "simulators/demo.py::run_demo": "the demo's script, step by step",
     "simulators/usb_backend.py::SimulatedHidBackend": "pyusb's IBackend interface, as it is",
-    "pit/demo.py::run_demo": "the pit demo's script, step by step",
     "pit/simfeed.py::SimTable.next_round": "a simulated round's every message",
-    "pit/web.py::PitWeb": "the pit's pages and their routes (23 methods)",
 }
 
 
