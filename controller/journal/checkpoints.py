@@ -7,7 +7,7 @@ forge a new checkpoint for the rewrite without the key leaving a trace in the ca
 Each checkpoint names the one before it (``prev_event_id``) and the hash the journal holds at
 that row when the new one is made (``prev_chain``): the checkpoints are a chain of their own, so
 a receiver holding only the last one sees a rewritten or cut history at the next
-(controller/feed_signature.py ``checkpoint_link``), live, not only when the journal is audited.
+(controller/feed_checkpoint.py ``checkpoint_link``), live, not only when the journal is audited.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from controller.feed_signature import CHECKPOINT_FIELDS, checkpoint_hmac_bytes, checkpoint_link
+from controller.feed_checkpoint import CHECKPOINT_FIELDS, checkpoint_hmac_bytes, checkpoint_link
 from controller.journal.store import open_read_only
 
 SIGNED_FIELDS = CHECKPOINT_FIELDS
@@ -42,7 +42,7 @@ def read_hex_key(path: str | Path) -> bytes:
 
 
 def canonical(body: Mapping[str, Any]) -> bytes:
-    """What the HMAC covers (controller/feed_signature.py ``checkpoint_hmac_bytes``): the
+    """What the HMAC covers (controller/feed_checkpoint.py ``checkpoint_hmac_bytes``): the
     signed fields, and the link to the previous checkpoint when there is one, as compact JSON
     with sorted keys."""
     return checkpoint_hmac_bytes(body)

@@ -1,5 +1,7 @@
 """The command line and the daemon import what they use (issue 16): `run` loads aiohttp, aiomqtt,
-the display and the analysis only when its config asks for them, and `house-way` none of them."""
+the display, the analysis and the Ed25519 library only when its config asks for them (issue 32:
+the journal's checkpoint checks at start do not need the library that signs the feed), and
+`house-way` none of them."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from simulators.demo import DEMO_CONFIG
 
 HEAVY = (
+    "cryptography",  # the Ed25519 library (~7-8 MB resident): signing is the MQTT feed's
     "aiohttp",
     "aiomqtt",
     "paho",
@@ -27,6 +30,7 @@ args = build_parser(_registrars()).parse_args(sys.argv[1:])
 if args.command == "run":
     from controller.config_check import load_checked
     from controller.wiring import default_services
+    import controller.journal.audit  # what every start runs: the chain and its checkpoints
     config, _ = load_checked(args.config)
     default_services(config, [])
 heavy = sorted({m.split(".")[0] if not m.startswith("controller.") else ".".join(m.split(".")[:2])
@@ -65,6 +69,7 @@ def test_run_imports_what_its_config_enables(tmp_path: Path) -> None:
     config = _config(tmp_path, '\n[mqtt]\nenabled = true\nhost = "127.0.0.1"\nport = 1\n')
     loaded = _loaded("run", "--config", config)
     assert {"aiohttp", "aiomqtt", "controller.display", "controller.mqtt"} <= set(loaded)
+    assert "cryptography" in loaded  # every message leaves signed
     assert "controller.analysis" not in loaded
 
 
