@@ -236,7 +236,8 @@ def test_the_contract_imports_nothing_of_the_table() -> None:
         "print(sorted(m for m in sys.modules if m.startswith(('controller.', 'pydantic'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "['controller.feed_signature']"
+    # feed_checkpoint is the contract's other half (standard library only; issue 32).
+    assert done.stdout.strip() == "['controller.feed_checkpoint', 'controller.feed_signature']"
 
 
 # --- the checkpoints' chain --------------------------------------------------------------------
