@@ -8,9 +8,11 @@ terminal or a test, every function here does nothing and returns False.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import structlog
 
@@ -111,3 +113,19 @@ async def watchdog_loop(
         else:
             log.warning("watchdog_ping_withheld", reason="unhealthy")
         await asyncio.sleep(period)
+
+
+@contextlib.contextmanager
+def stop_signals_restored() -> Iterator[None]:
+    """Around a ``Daemon.run(handle_signals=True)`` and the close after it: SIGTERM's and
+    SIGINT's handlers as they were before, put back once everything inside has closed. From
+    its stop on the daemon ignores both (a second signal must not kill it mid-close); a process
+    that goes on afterwards (the demo run by a test) must not keep them ignored, or every child
+    it starts inherits the ignored SIGTERM (a process pool's workers then cannot be terminated,
+    and the pool's owner waits for them for ever)."""
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

@@ -349,6 +349,15 @@ class DemoDealer:
 
 
 async def run_demo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """``paigow-table demo``. Run in a process that goes on (the tests), SIGTERM and SIGINT are
+    the process's own again when it returns (``controller.systemd.stop_signals_restored``)."""
+    from controller.systemd import stop_signals_restored
+
+    with stop_signals_restored():
+        return await _run_demo(args, out)
+
+
+async def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
     configure_logging("WARNING", "console")
     # Ctrl-C from the first moment stops the demo in order (asyncio.run's own SIGINT handler
     # would cancel the setup half-way); the daemon keeps these handlers while it runs.

@@ -285,7 +285,7 @@ OVER_BUDGET = {
     "the next step (issue 33)",
     "controller/mqtt/publisher.py::MqttService": "the session, the drain and the commands",
     "controller/protection/watch.py::Watch.observe": "every test fed one round, in order",
-    "simulators/demo.py::run_demo": "the demo's script, step by step",
+    "simulators/demo.py::_run_demo": "the demo's script, step by step",
     "simulators/usb_backend.py::SimulatedHidBackend": "pyusb's IBackend interface, as it is",
     "pit/simfeed.py::SimTable.next_round": "a simulated round's every message",
 }

@@ -10,6 +10,7 @@ class of ``hand_classes`` and adds up the class weights, in worker processes whe
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.pool
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -137,6 +138,15 @@ def _parts(chunks: list[_Chunk], workers: int) -> Iterator[_Partial]:
     # inherit a lock another thread held, and the pool never ends (seen under pytest-xdist).
     with multiprocessing.get_context("forkserver").Pool(workers) as pool:
         yield from pool.imap(_census_chunk, chunks)
+        finish_pool(pool)
+
+
+def finish_pool(pool: multiprocessing.pool.Pool) -> None:
+    """Every task done: the workers are told to end and waited for. ``terminate()`` (what
+    leaving the pool's ``with`` does) kills them with SIGTERM, and a process that inherited
+    SIGTERM ignored then waits forever for workers that never die."""
+    pool.close()
+    pool.join()
 
 
 _CACHE: dict[tuple[int, ...], Census] = {}

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from controller.analysis.census import finish_pool
 from controller.analysis.progress import Progress
 
 CHUNK_ROUNDS: Final = 10_000
@@ -106,6 +107,7 @@ def simulate(
                 cpu += seconds
                 if progress is not None:
                     progress.advance(job[3])
+            finish_pool(pool)
     seconds = time.perf_counter() - start
     if progress is not None:
         progress.finish()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import signal
 from pathlib import Path
 
 from controller.cli import _registrars, build_parser
@@ -29,7 +30,12 @@ async def test_the_demo_publishes_and_prints_the_feed(tmp_path: Path) -> None:
     )
     args.journal = str(tmp_path / "journal.sqlite3")
     out = io.StringIO()
+    before = [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)]
     assert await run_demo(args, out) == 0
+    # The daemon ignores a second SIGTERM while it closes; the process goes on, and must not
+    # keep ignoring it (a child inherits SIG_IGN: a process pool started later hung the suite).
+    assert [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)] == before
+    assert signal.SIG_IGN not in before
     text = out.getvalue()
     assert "MQTT: a private Mosquitto on 127.0.0.1:" in text
     feed = [line for line in text.splitlines() if line.startswith("  mqtt ▸ ")]
