@@ -15,10 +15,10 @@ from typing import Any
 from controller.audit import verify_journal
 from controller.feed_signature import checkpoint_link
 from controller.journal.checkpoints import sign_checkpoint, verify_checkpoints
-from controller.journal.store import chain_link
 from controller.mqtt.publisher import MqttService
 from controller.services.checkpoints import CheckpointService
 from simulators.mosquitto import Mosquitto
+from tests.forgery import rewrite_row
 from tests.harness import running_table
 from tests.mqtt.conftest import (
     PREFIX,
@@ -30,25 +30,6 @@ from tests.mqtt.conftest import (
 )
 
 KEY = bytes(range(100, 132))
-
-
-def _rewrite(journal: Path, row: int) -> None:
-    """What an attacker with the journal file and our source code can do: change a row and
-    recompute every link after it, so the chain is whole again."""
-    with sqlite3.connect(journal) as conn:
-        (payload,) = conn.execute("SELECT payload FROM events WHERE id = ?", (row,)).fetchone()
-        forged = json.dumps({**json.loads(payload), "forged": True}, separators=(",", ":"))
-        conn.execute("UPDATE events SET payload = ? WHERE id = ?", (forged, row))
-        (previous,) = conn.execute(
-            "SELECT coalesce((SELECT chain FROM events WHERE id < ? ORDER BY id DESC LIMIT 1), '')",
-            (row,),
-        ).fetchone()
-        rows = conn.execute(
-            "SELECT id, round_id, at, kind, payload FROM events WHERE id >= ? ORDER BY id", (row,)
-        ).fetchall()
-        for event_id, round_id, at, kind, text in rows:
-            previous = chain_link(previous, event_id, round_id, at, kind, text)
-            conn.execute("UPDATE events SET chain = ? WHERE id = ?", (previous, event_id))
 
 
 async def test_checkpoints_anchor_the_chain_and_catch_a_rewritten_journal(
@@ -101,7 +82,7 @@ async def test_checkpoints_anchor_the_chain_and_catch_a_rewritten_journal(
             "SELECT min(id) FROM events WHERE round_id IS NULL AND payload LIKE '{%'"
         ).fetchone()
     assert row < first.json["payload"]["event_id"]
-    _rewrite(journal, row)
+    rewrite_row(journal, row)
     assert verify_journal(journal).ok  # the chain alone cannot tell: it was recomputed
     checked, problems = verify_checkpoints(journal, [first.json, second.json], KEY)
     assert checked == 2 and len(problems) == 2
@@ -217,7 +198,7 @@ async def test_a_rewritten_round_shows_at_the_next_checkpoint(tmp_path: Path) ->
     with sqlite3.connect(journal) as conn:
         (row,) = conn.execute("SELECT min(id) FROM events WHERE kind = 'packet_dealt'").fetchone()
     assert row < held["event_id"]
-    _rewrite(journal, row)  # a dealt packet of the first round, the chain recomputed
+    rewrite_row(journal, row)  # a dealt packet of the first round, the chain recomputed
     after = (await _deal_and_checkpoint(workdir, 1))[len(first) :]
     new = after[0]
     assert new["hmac"] == sign_checkpoint(KEY, new)  # genuinely the table's, link included

@@ -21,12 +21,12 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from controller.feed_signature import FeedSigner
-from controller.journal.store import chain_link
 from pit.keys import FeedKeys
 from pit.simfeed import SimTable, sim_signer, unsigned, wire
 from pit.store import Incoming, Store, migrate
 from pit.tables import TableDaemon, table_mqtt_section
 from simulators.mosquitto import Mosquitto
+from tests.forgery import rewrite_row
 from tests.pit.conftest import KEY, RunningIngest, feed_keys_file, make_config, publish, read_store
 from tests.pit.test_tables import _outbox, _wait
 
@@ -144,19 +144,7 @@ def _rewrite(journal: Path) -> None:
     """The first dealt packet changed and every link after it recomputed: a whole chain."""
     with sqlite3.connect(journal) as conn:
         (row,) = conn.execute("SELECT min(id) FROM events WHERE kind = 'packet_dealt'").fetchone()
-        (payload,) = conn.execute("SELECT payload FROM events WHERE id = ?", (row,)).fetchone()
-        forged = json.dumps({**json.loads(payload), "forged": True}, separators=(",", ":"))
-        conn.execute("UPDATE events SET payload = ? WHERE id = ?", (forged, row))
-        (previous,) = conn.execute(
-            "SELECT coalesce((SELECT chain FROM events WHERE id < ? ORDER BY id DESC LIMIT 1), '')",
-            (row,),
-        ).fetchone()
-        rows = conn.execute(
-            "SELECT id, round_id, at, kind, payload FROM events WHERE id >= ? ORDER BY id", (row,)
-        ).fetchall()
-        for event_id, round_id, at, kind, text in rows:
-            previous = chain_link(previous, event_id, round_id, at, kind, text)
-            conn.execute("UPDATE events SET chain = ? WHERE id = ?", (previous, event_id))
+    rewrite_row(journal, row)
 
 
 def _cut(journal: Path) -> None:
