@@ -12,12 +12,10 @@ import asyncio
 import json
 import os
 import secrets
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
-import pytest
 from playwright import async_api as playwright_api
 
 from controller.display.dealers import hash_pin
@@ -26,7 +24,7 @@ from pit.service import Pit
 from pit.simfeed import SimTable, wire
 from pit.tables import TableDaemon, table_mqtt_section
 from simulators.mosquitto import Mosquitto
-from tests.display.conftest import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS
+from tests.display.conftest import SCREENSHOTS
 from tests.pit.conftest import KEY, feed_keys_file, publish
 
 #: artifacts/screenshots/ (gitignored) like the table's browser tests; PIT_SCREENS=docs/screens
@@ -75,16 +73,6 @@ class RunningPit:
         self.stop.set()
         assert self.task is not None
         await asyncio.wait_for(self.task, 20)
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[playwright_api.Browser]:
-    async with playwright_api.async_playwright() as p:
-        b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            await b.close()
 
 
 async def test_pit_page_live_tiles_and_acknowledge_by_signed_command(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from pit.config import PitConfig, parse_pit_config
 from pit.simfeed import SimTable, SimulatedKeys, wire
 from pit.store import Incoming, Outcome, Store, migrate
 from simulators.mosquitto import Mosquitto
-from tests.display.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.pit.conftest import KEY
 from tests.pit.test_page import SCREENS, WAIT_MS, RunningPit
 
@@ -83,16 +81,6 @@ def feed(db_url: str, kinds: dict[str, str]) -> None:
                     )  # fmt: skip
     finally:
         store.close()
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[playwright_api.Browser]:
-    async with playwright_api.async_playwright() as p:
-        b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            await b.close()
 
 
 async def _tiles(page: playwright_api.Page) -> list[str]:
