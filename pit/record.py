@@ -12,6 +12,7 @@ from controller.feed_signature import checkpoint_hmac_bytes, checkpoint_link
 from controller.messages import CheckpointPayload
 from pit.db import Database, Incoming, Outcome, TableRow
 from pit.judge import REJECT_BODY, REJECT_REASON, REJECT_TOPIC, Refused, escaped
+from pit.writes import CHECKPOINTS
 
 #: The record alarm of each way a checkpoint does not follow the last one held
 #: (``controller.feed_signature.BrokenLink``).
@@ -90,12 +91,13 @@ class RecordChecks(Database):
     ) -> None:  # fmt: skip
         """A checkpoint kept, its HMAC checked, its row compared with the copy's, and its link
         to the last checkpoint held checked live (``checkpoint_link``)."""
-        signature = self._checkpoint_signature(table_id, p)
-        self.x(
-            "INSERT INTO checkpoints (table_id, event_id, chain, made_at, msg_id, signature) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (table_id, event_id, chain) DO NOTHING",
-            (table_id, p.event_id, p.chain, p.made_at, msg_id, signature),
-        )
+        body = p.model_dump()
+        signature = self._checkpoint_signature(table_id, p, body)
+        state = self._state
+        state.add(CHECKPOINTS, (table_id, p.event_id, p.chain, p.made_at, msg_id, signature))
+        held = state.checkpoints.setdefault((table_id, p.event_id), [])
+        if all(chain != p.chain for chain, _, _ in held):  # ON CONFLICT … DO NOTHING
+            held.append((p.chain, p.made_at, signature))
         if signature == "forged":
             self._record_alarm(
                 table_id,
@@ -121,7 +123,7 @@ class RecordChecks(Database):
                 )
             return
         last = None if head is None else {"event_id": head, "chain": row.chain_hash}
-        broken = checkpoint_link(last, p.model_dump())
+        broken = checkpoint_link(last, body)
         if broken is not None:
             self._record_alarm(
                 table_id,
@@ -130,16 +132,14 @@ class RecordChecks(Database):
                 now,
                 out,
             )
-        self.x(
-            "UPDATE tables SET chain_event_id = ?, chain_hash = ?, chain_made_at = ? "
-            "WHERE table_id = ?",
-            (p.event_id, p.chain, p.made_at, table_id),
-        )
+        state.set(table_id, chain_event_id=p.event_id, chain_hash=p.chain, chain_made_at=p.made_at)
         self._row_changed(
             table_id, chain_event_id=p.event_id, chain_hash=p.chain, chain_made_at=p.made_at
         )
 
-    def _checkpoint_signature(self, table_id: str, p: CheckpointPayload) -> str:
+    def _checkpoint_signature(
+        self, table_id: str, p: CheckpointPayload, body: dict[str, object]
+    ) -> str:
         """``valid``, ``forged`` (another key, or another table's), or ``unchecked`` (no
         checkpoint key configured): the HMAC over ``checkpoint_hmac_bytes``, the link to the
         previous checkpoint included when it names one."""
@@ -148,16 +148,14 @@ class RecordChecks(Database):
         key = self.checkpoint_key(table_id)
         if key is None:
             return "unchecked"
-        expected = hmac.new(key, checkpoint_hmac_bytes(p.model_dump()), "sha256").hexdigest()
+        expected = hmac.new(key, checkpoint_hmac_bytes(body), "sha256").hexdigest()
         return "valid" if hmac.compare_digest(expected, p.hmac) else "forged"
 
     def _rewritten_row(self, table_id: str, p: CheckpointPayload, now: float, out: Outcome) -> None:
-        """A row checkpointed before with another hash: the journal was rewritten up to it."""
-        other = self.one(
-            "SELECT chain, made_at FROM checkpoints WHERE table_id = ? AND event_id = ? "
-            "AND chain <> ? AND signature <> 'forged' LIMIT 1",
-            (table_id, p.event_id, p.chain),
-        )
+        """A row checkpointed before with another hash: the journal was rewritten up to it
+        (the checkpoints held at the row: read up front, and the batch's own)."""
+        held = self._state.checkpoints.get((table_id, p.event_id), [])
+        other = next(((c, m) for c, m, sig in held if c != p.chain and sig != "forged"), None)
         if other is not None:
             self._record_alarm(
                 table_id,
@@ -200,7 +198,7 @@ class RecordChecks(Database):
             for r in self.all(
                 "SELECT table_id, topic_prefix, last_heard, silent_since FROM tables "
                 "WHERE (state IS NULL OR state <> 'offline') "
-                "AND (last_heard IS NULL OR last_heard < ?)",
+                "AND (last_heard IS NULL OR last_heard < ?) ORDER BY table_id",
                 (before,),
             )
         ]
