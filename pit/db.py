@@ -50,6 +50,9 @@ class Limits:
     #: this many rejects on one table's topic within ``reject_window`` s: a record alarm
     reject_burst: int = 20
     reject_window: float = 60.0
+    #: a gap found by a jump counts on the tiles after this many seconds (a pit of a shared
+    #: group: the seq is usually in the other pit's batch; ``pit.pages.STATUS_GAP_GRACE``)
+    jump_gap_grace: float = 0.0
 
 
 #: The columns of :class:`TableRow`, in its order.
