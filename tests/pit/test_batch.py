@@ -108,10 +108,10 @@ def test_two_pits_interleaved_on_one_postgresql_never_deadlock() -> None:
             threading.Thread(target=_ingest_all, args=(s, b[:rounds], start, errors))
             for s, b in zip(stores, batches, strict=True)
         ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
         assert errors == []
         for s, b in zip(stores, batches, strict=True):
             for batch in b[rounds:]:
