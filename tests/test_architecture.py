@@ -288,7 +288,6 @@ OVER_BUDGET = {
     "simulators/demo.py::run_demo": "the demo's script, step by step",
     "simulators/usb_backend.py::SimulatedHidBackend": "pyusb's IBackend interface, as it is",
     "pit/demo.py::run_demo": "the pit demo's script, step by step",
-    "pit/simfeed.py::SimTable.next_round": "a simulated round's every message",
     "pit/web.py::PitWeb": "the pit's pages and their routes (23 methods)",
 }
 
