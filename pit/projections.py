@@ -100,7 +100,9 @@ class Projections(RecordChecks):
         state = self._state
         state.stored_ids = {r[0] for r in self._any(
             "SELECT msg_id FROM messages", "msg_id", {m.msg_id for m in messages})}  # fmt: skip
-        rounds, alarms, marks = set(), set(), set()
+        rounds: set[str] = set()
+        alarms: set[str] = set()
+        marks: set[tuple[str, int]] = set()
         for m in messages:
             p = m.payload
             if isinstance(p, RoundPayload | PlayerPayload):
@@ -113,6 +115,18 @@ class Projections(RecordChecks):
             state.round_tables.setdefault(rid, set()).add(tid)
         for aid, tid in self._any("SELECT alarm_id, table_id FROM alarms", "alarm_id", alarms):
             state.alarm_tables.setdefault(aid, set()).add(tid)
+        self._prefetch_checkpoints(marks)
+
+    def _prefetch_checkpoints(self, marks: set[tuple[str, int]]) -> None:
+        """The checkpoints held at the rows the batch checkpoints, and (a pit of a shared
+        group) the batch's tables' waits (``pit.record``)."""
+        state = self._state
+        if self.limits.jump_gap_grace:
+            for tid, row, chain, detail, noted in self._any(
+                "SELECT table_id, event_id, chain, detail, noted_at FROM checkpoint_waits",
+                "table_id", sorted(state.rows),
+            ):  # fmt: skip
+                state.waits[tid, row] = (chain, detail, noted)
         for tid, row, chain, made, sig in self._any(
             "SELECT table_id, event_id, chain, made_at, signature FROM checkpoints",
             "event_id", {e for _, e in marks},

@@ -151,6 +151,8 @@ class Store(Projections, PageQueries):
         self._write_seqs(now)
         for table_id, at in out.heard.items():  # once a table a batch, not a message
             self._state.set(table_id, last_heard=at, silent_since=None)
+        if self.limits.jump_gap_grace:
+            self._waits_expired(now, out)
         self._flush()
         return out
 

@@ -88,8 +88,14 @@ CHECKPOINTS = Insert(
      ("msg_id", TEXT), ("signature", TEXT)),
     "ON CONFLICT (table_id, event_id, chain) DO NOTHING",
 )  # fmt: skip
-#: In this order: an alarm's acknowledgement after the alarms.
-INSERTS = (MESSAGES, ROUNDS, PLAYERS, ALARMS, CHECKPOINTS)
+WAITS = Insert(
+    "checkpoint_waits",
+    (("table_id", TEXT), ("event_id", BIGINT), ("chain", TEXT), ("detail", TEXT),
+     ("noted_at", FLOAT)),
+    "ON CONFLICT (table_id, event_id) DO NOTHING",
+)  # fmt: skip
+#: In this order: an alarm's acknowledgement after the alarms; a wait cleared after it is made.
+INSERTS = (MESSAGES, ROUNDS, PLAYERS, ALARMS, CHECKPOINTS, WAITS)
 
 #: The ``tables`` columns a batch sets, and their types.
 TABLE_COLUMNS = {
@@ -120,6 +126,9 @@ class BatchState:
     alarm_tables: dict[str, set[str]] = field(default_factory=dict)
     #: (table, row) → the checkpoints held there: (chain, made_at, signature)
     checkpoints: dict[tuple[str, int], list[tuple[str, str, str]]] = field(default_factory=dict)
+    #: (table, row) → a checkpoint named there and not held yet: (chain, detail, noted at)
+    waits: dict[tuple[str, int], tuple[str, str, float]] = field(default_factory=dict)
+    cleared: set[tuple[str, int]] = field(default_factory=set)
     inserts: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
     acks: dict[tuple[str, str], tuple[Any, ...]] = field(default_factory=dict)
     sets: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -144,6 +153,9 @@ class BatchState:
             rows = what.deduplicated(self.inserts.pop(what.table, []))
             if rows:
                 _insert(kind, execute, execute_many, what, rows)
+        if self.cleared:
+            _delete_waits(kind, execute, execute_many, sorted(self.cleared))
+            self.cleared = set()
         if self.acks:
             _update(kind, execute, execute_many, "alarms", _ACK_COLUMNS, 2,
                     [self.acks[k] for k in sorted(self.acks)])  # fmt: skip
@@ -199,3 +211,16 @@ def _update(
             f"WHERE {' AND '.join(f'{n} = ?' for n, _ in key)}",
             [(*row[keys:], *row[:keys]) for row in rows],
         )
+
+
+def _delete_waits(
+    kind: str, execute: Execute, execute_many: Execute, keys: list[tuple[str, int]]
+) -> None:
+    if kind == "postgresql":
+        execute(
+            "DELETE FROM checkpoint_waits WHERE (table_id, event_id) IN "
+            "(SELECT * FROM unnest(%b::text[], %b::bigint[]))",
+            [[t for t, _ in keys], [e for _, e in keys]],
+        )
+    else:
+        execute_many("DELETE FROM checkpoint_waits WHERE table_id = ? AND event_id = ?", keys)
