@@ -66,6 +66,7 @@ from simulators.mosquitto import Mosquitto, free_port, with_parent
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 KEY = bytes(range(64, 96))
 WINDOW = 100  # messages in flight per publishing connection
+PUBACK_WAIT = 10.0  # seconds a window waits for its PUBACKs before the link counts as lost
 
 
 def _now_text() -> str:
@@ -202,11 +203,16 @@ class Publisher:
                             body["_tried"] = True
                             clean = {k: v for k, v in body.items() if k != "_tried"}
                             payloads.append((topic, wire(clean)))
-                        await asyncio.gather(*(client.publish(t, p, qos=1) for t, p in payloads))
+                        # A PUBACK that never comes (the broker went away mid-window) is a lost
+                        # link: connect again and resend, as a table's outbox does.
+                        async with asyncio.timeout(PUBACK_WAIT):
+                            await asyncio.gather(
+                                *(client.publish(t, p, qos=1) for t, p in payloads)
+                            )
                         for _ in window:
                             self.pending.popleft()
                         self.sent += len(window)
-            except aiomqtt.MqttError:
+            except (aiomqtt.MqttError, TimeoutError):
                 self.reconnects += 1
                 await asyncio.sleep(0.2)
 
@@ -832,6 +838,10 @@ def main() -> int:
               f"{args.minutes:g} min, {args.database}, {args.pits} pit(s)", flush=True)  # fmt: skip
         figures = asyncio.run(run(args, workdir))
     finally:
+        keep = os.environ.get("PIT_BENCH_LOGS")  # a directory for the pits' logs
+        if keep:
+            for log in workdir.glob("pit*/pit.log"):
+                shutil.copy(log, Path(keep) / f"{log.parent.name}.log")
         data = workdir / "pg" / "data"
         if (data / "postmaster.pid").exists():  # a run that ended early: stop its PostgreSQL
             with contextlib.suppress(Exception):
