@@ -127,12 +127,21 @@ class Projections(RecordChecks):
                 "table_id", sorted(state.rows),
             ):  # fmt: skip
                 state.waits[tid, row] = (chain, detail, noted)
-        for tid, row, chain, made, sig in self._any(
-            "SELECT table_id, event_id, chain, made_at, signature FROM checkpoints",
-            "event_id", {e for _, e in marks},
-        ):  # fmt: skip
-            if (tid, row) in marks:
-                state.checkpoints.setdefault((tid, row), []).append((chain, made, sig))
+        if not marks:
+            return
+        pairs = sorted(marks)
+        sql = "SELECT table_id, event_id, chain, made_at, signature FROM checkpoints WHERE "
+        if self.kind == "postgresql":  # the pairs themselves: every table is at similar rows
+            rows = self.all(
+                sql + "(table_id, event_id) IN (SELECT * FROM unnest(%b::text[], %b::bigint[]))",
+                ([t for t, _ in pairs], [e for _, e in pairs]),
+            )
+        else:
+            values = ", ".join("(?, ?)" for _ in pairs)
+            rows = self.all(sql + f"(table_id, event_id) IN (VALUES {values})",
+                            [v for pair in pairs for v in pair])  # fmt: skip
+        for tid, row, chain, made, sig in rows:
+            state.checkpoints.setdefault((tid, row), []).append((chain, made, sig))
 
     def _table_row(self, table_id: str, prefix: str, now: float) -> TableRow:
         """The table's bookkeeping row as the batch left it; read (made when new, locked on
