@@ -1,25 +1,35 @@
-"""The pit at scale (issue 25): many simulated tables publish real feeds — schema-valid, sequenced,
-hash-chained and signed-checkpointed, made with the table's own message code (pit/simfeed.py) —
-into one Mosquitto; the pit (``paigow-table pit run``, a separate process) ingests them into a
+"""The pit at scale (issues 25, 31): many simulated tables publish real feeds — schema-valid,
+sequenced, hash-chained, signed-checkpointed and signed, made with the table's own message code
+(pit/simfeed.py) — into one Mosquitto; the pit (``paigow-table pit run``, a separate process; or
+``--pits N`` of them in an MQTT 5 shared subscription, one database) ingests them into a
 PostgreSQL of the benchmark's own (a private cluster in a temporary directory, never the
-machine's) or SQLite; during the run the broker, the pit and PostgreSQL are each restarted once.
+machine's) or SQLite; during the run the broker, the pit (the first) and PostgreSQL are each
+restarted once.
 
-* Each table deals a round every ``--round-seconds`` (6 s): the round, sometimes a player's
-  setting or an alarm, and a checkpoint. A table's messages leave in order and stay in its
-  outbox until the broker acknowledged them (PUBACK), as a table's journal does; a lost link
-  sends them again, replayed, with the same msg_id.
-* Publishers: ``--connections`` MQTT connections, the tables spread over them.
+* The tables deal in generator processes of their own (``--generators``, default one per 700
+  tables), so the benchmark's own Python is not the pit's bottleneck: each table a round every
+  ``--round-seconds`` (6 s), spread evenly: the round, sometimes a player's setting or an alarm,
+  and a checkpoint. A table's messages leave in order and stay in its outbox until the broker
+  acknowledged them (PUBACK), as a table's journal does; a lost link sends them again, replayed,
+  with the same msg_id. ``generator_backlog_max``: the most messages made and not yet
+  acknowledged by the broker at once (a generator falling behind shows there).
+* Publishers: ``--connections`` MQTT connections, shared among the generators.
 * The broker: persistence on; its restart is SIGTERM (it saves the pit's session and queued
-  messages) and a start. The pit: killed -9 and started again. PostgreSQL: ``pg_ctl restart``.
-* A reader of the pit page's live stream (server-sent events) measures publish → page: from the
-  envelope's time (set when the message is made, just before it is published) to the event.
+  messages) and a start. The pit: killed -9 and started again 2 s later. PostgreSQL:
+  ``pg_ctl restart -m fast``.
+* A reader of each pit page's live stream (server-sent events) measures publish → page: from
+  the envelope's time (set when the message is first published, and signed) to the event.
+* PostgreSQL counts the pits' statements (``pg_stat_statements``, the pits' role only: the
+  bench reads as another; the pages' reads are included) and deadlocks (``pg_stat_database``,
+  and ``deadlock detected`` in the pits' logs).
 
 Afterwards the database is compared with what was published: lost (a seq never stored),
-duplicated (a seq stored twice), gaps reported and filled. The last line is one JSON object.
+duplicated (a seq stored twice), gaps reported and filled. Progress lines every 15 s; the last
+line is one JSON object.
 
-Run: `.venv/bin/python bench/pit.py --quick` (100 tables, about 4 minutes) or
-`.venv/bin/python bench/pit.py --tables 1000 --minutes 10` (add `--database sqlite` for the
-embedded database).
+Run: `.venv/bin/python bench/pit.py --quick` (100 tables, 3 minutes of dealing) or
+`.venv/bin/python bench/pit.py --tables 2000 --minutes 5` (`--pits 2` for two pits, `--database
+sqlite` for the embedded database).
 """
 
 from __future__ import annotations
@@ -56,6 +66,11 @@ from simulators.mosquitto import Mosquitto, free_port, with_parent
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 KEY = bytes(range(64, 96))
 WINDOW = 100  # messages in flight per publishing connection
+PUBACK_WAIT = 10.0  # seconds a window waits for its PUBACKs before the link counts as lost
+
+
+def _now_text() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -94,6 +109,9 @@ class Postgres:
                 f"port = {self.port}\nlisten_addresses = '127.0.0.1'\n"
                 f"unix_socket_directories = '{self.dir}'\nfsync = on\n"
                 "synchronous_commit = on\nshared_buffers = 128MB\n"
+                # the pits' statements counted (the bench's own reads run as another role)
+                "shared_preload_libraries = 'pg_stat_statements'\n"
+                "pg_stat_statements.track = top\n"
             )
 
     def ctl(self, *args: str) -> None:
@@ -103,6 +121,44 @@ class Postgres:
     @property
     def url(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    @property
+    def bench_url(self) -> str:
+        """The bench's own reads: another role, so that the statements counted are the pits'."""
+        return f"postgresql://bench@127.0.0.1:{self.port}/postgres"
+
+    def prepare(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            conn.execute("CREATE ROLE bench LOGIN SUPERUSER")
+
+    def statements(self) -> int:
+        """Statements the pits ran (role postgres) since the last :meth:`reset`."""
+        import psycopg
+
+        with psycopg.connect(self.bench_url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT coalesce(sum(s.calls), 0) FROM pg_stat_statements s "
+                "JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = 'postgres'"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def reset(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.bench_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_stat_statements_reset()")
+
+    def deadlocks(self) -> int:
+        import psycopg
+
+        with psycopg.connect(self.bench_url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT coalesce(sum(deadlocks), 0) FROM pg_stat_database"
+            ).fetchone()
+        return int(row[0]) if row else 0
 
 
 # --- the tables ------------------------------------------------------------------------------
@@ -137,18 +193,26 @@ class Publisher:
                             await self.wake.wait()
                         window = [self.pending[i] for i in range(min(WINDOW, len(self.pending)))]
                         payloads = []
+                        stamp = _now_text()
                         for topic, body in window:
                             if body.get("_tried"):
                                 body["replayed"] = True
                                 self.resent += 1
+                            else:  # publish -> page counts from here, not from when it was made
+                                body["time"] = stamp
                             body["_tried"] = True
                             clean = {k: v for k, v in body.items() if k != "_tried"}
                             payloads.append((topic, wire(clean)))
-                        await asyncio.gather(*(client.publish(t, p, qos=1) for t, p in payloads))
+                        # A PUBACK that never comes (the broker went away mid-window) is a lost
+                        # link: connect again and resend, as a table's outbox does.
+                        async with asyncio.timeout(PUBACK_WAIT):
+                            await asyncio.gather(
+                                *(client.publish(t, p, qos=1) for t, p in payloads)
+                            )
                         for _ in window:
                             self.pending.popleft()
                         self.sent += len(window)
-            except aiomqtt.MqttError:
+            except (aiomqtt.MqttError, TimeoutError):
                 self.reconnects += 1
                 await asyncio.sleep(0.2)
 
@@ -162,8 +226,11 @@ class Publisher:
 
 class PitProcess:
     def __init__(
-        self, workdir: Path, broker: int, db_url: str, http: int, tables: list[str]
-    ) -> None:
+        self, workdir: Path, broker: int, db_url: str, http: int, tables: list[str],
+        *, index: int = 0, group: str = "",
+    ) -> None:  # fmt: skip
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.http = http
         self.config = workdir / "pit.toml"
         key = workdir / "checkpoint.key"
         key.write_text(KEY.hex() + "\n")
@@ -172,7 +239,8 @@ class PitProcess:
         feed_keys.write_text(sim_keys_text(tables), encoding="utf-8")
         self.config.write_text(
             'log_level = "INFO"\n[site]\nid = "bench"\n'
-            f'[broker]\nport = {broker}\nprotocol = "5"\nclient_id = "pit-bench"\nbatch = 500\n'
+            f'[broker]\nport = {broker}\nprotocol = "5"\nclient_id = "pit-bench-{index}"\n'
+            f'batch = 500\nshare_group = "{group}"\n'
             f'[database]\nurl = "{db_url}"\n[record]\ncheckpoint_key_file = "{key}"\n'
             f'feed_keys_file = "{feed_keys}"\n'
             f'[web]\nhost = "127.0.0.1"\nport = {http}\n'
@@ -256,200 +324,360 @@ async def watch_page(
             await asyncio.sleep(0.3)
 
 
-# --- the run ---------------------------------------------------------------------------------
+# --- the tables: dealing and publishing in processes of their own ----------------------------
 
 
-async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    postgres = None
-    if args.database == "postgresql":
-        postgres = Postgres(workdir)
-        postgres.init()
-        postgres.ctl("start")
-        db_url = postgres.url
-    else:
-        db_url = f"sqlite:///{workdir / 'pit.sqlite3'}"
-    broker = Mosquitto(
-        workdir / "broker", persistence=True, autosave=5,
-        options=["max_queued_messages 1000000", "max_inflight_messages 1000",
-                 "max_queued_bytes 0"],
-    )  # fmt: skip
-    await broker.start()
-    http = free_port()
-    names = [f"T{i:04d}" for i in range(args.tables)]
-    pit = PitProcess(workdir, broker.port, db_url, http, names)
-    pit.start()
-    url = f"http://127.0.0.1:{http}"
-    deadline = time.monotonic() + 60
-    while "pit_subscribed" not in (pit.log.read_text() if pit.log.exists() else ""):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the pit did not subscribe: see {pit.log}")
-        await asyncio.sleep(0.2)
-    # The log says WARNING; wait for the page instead of a log line.
-    await asyncio.sleep(1.0)
-    tables = [SimTable(n, site="bench", key=KEY, seed=i + 1) for i, n in enumerate(names)]
-    publishers = [Publisher(broker.port, i) for i in range(args.connections)]
+def generate(
+    port: int, names: list[str], seeds: list[int], index: int, args: dict[str, float], pipe: Any
+) -> None:
+    """A generator process: these tables deal on the run's schedule (a round every period
+    each, spread evenly) from ``args["start"]`` (wall clock) for ``args["duration"]`` s, and
+    their messages are published over ``args["connections"]`` connections; its progress and
+    then its totals go to ``pipe``."""
+    logging.getLogger("mqtt").setLevel(logging.ERROR)
+    asyncio.run(_generate(port, names, seeds, index, args, pipe))
+
+
+async def _generate(
+    port: int, names: list[str], seeds: list[int], index: int, args: dict[str, float], pipe: Any
+) -> None:
+    tables = [SimTable(n, site="bench", key=KEY, seed=s) for n, s in zip(names, seeds, strict=True)]
+    publishers = [Publisher(port, index * 1000 + i) for i in range(int(args["connections"]))]
     senders = [asyncio.create_task(p.run()) for p in publishers]
-    latencies: list[tuple[float, float]] = []
-    base_store = Store(db_url, root="casino/bench/paigow/")
-    db_bytes_before = base_store.database_bytes()
-    base_store.close()
-    counter = Store(db_url, root="casino/bench/paigow/")
-    rates: list[float] = []
-    last_count: tuple[float, int] = (time.monotonic(), 0)
-    restart_times: list[float] = []
-    stop_page = asyncio.Event()
-    page_counts: dict[str, int] = {}
-    page = asyncio.create_task(watch_page(url, latencies, stop_page, page_counts))
     now = datetime.now(UTC)
     for i, t in enumerate(tables):
         publishers[i % len(publishers)].add([t.status(now), *t.devices(now)])
-    duration = args.minutes * 60
-    period = args.round_seconds
-    started = time.monotonic()
-    wall_start = time.time()
-    events: list[dict[str, Any]] = []
-    plan = [
-        (0.25, "broker"),
-        (0.45, "pit"),
-        (0.65, "postgresql" if postgres is not None else "none"),
-    ]
-    rounds = 0
-    last_progress = started
-    pit_restart_at: float | None = None
-    while (elapsed := time.monotonic() - started) < duration:
-        # Every table deals once per period, spread evenly over it.
+    period, duration, start = args["period"], args["duration"], args["start"]
+    rounds, backlog_max, reported = 0, 0, 0.0
+    while (elapsed := time.time() - start) < duration:
         slot = int(elapsed / period * len(tables))
         due = min(slot, len(tables) * (int(elapsed // period) + 1))
         while rounds < due:
-            t = tables[rounds % len(tables)]
-            publishers[(rounds % len(tables)) % len(publishers)].add(
-                t.next_round(datetime.now(UTC))
-            )
+            i = rounds % len(tables)
+            publishers[i % len(publishers)].add(tables[i].next_round(datetime.now(UTC)))
             rounds += 1
-        while plan and elapsed >= plan[0][0] * duration:
-            _, what = plan.pop(0)
-            at = time.time()
-            restart_times.append(at)
-            if what == "broker":
-                await broker.stop()
-                await broker.start()
-            elif what == "pit":
-                pit.kill()
-                await asyncio.sleep(2.0)  # as systemd's RestartSec=2 would
-                pit.start()
-                pit_restart_at = time.monotonic()
-            elif what == "postgresql" and postgres is not None:
-                await asyncio.to_thread(postgres.ctl, "restart", "-m", "fast")
-            if what != "none":
-                events.append({"restart": what, "at_s": round(elapsed, 1),
-                               "took_s": round(time.time() - at, 2)})  # fmt: skip
-        pit.sample()
-        if time.monotonic() - last_count[0] >= 2.0:
-            with contextlib.suppress(Exception):  # the database may be restarting
-                row = counter.one("SELECT count(*) FROM messages")
-                n = int(row[0]) if row else 0
-                rates.append((n - last_count[1]) / (time.monotonic() - last_count[0]))
-                last_count = (time.monotonic(), n)
-            if counter.conn is None or getattr(counter.conn, "closed", False):
-                with contextlib.suppress(Exception):
-                    counter.connect()
-        if time.monotonic() - last_progress > 15:
-            last_progress = time.monotonic()
-            backlog = sum(len(p.pending) for p in publishers)
-            print(f"  {elapsed:5.0f} s  {rounds} rounds dealt, {backlog} waiting to publish",
-                  flush=True)  # fmt: skip
+        backlog = sum(len(p.pending) for p in publishers)
+        backlog_max = max(backlog_max, backlog)
+        if time.monotonic() - reported >= 2.0:
+            reported = time.monotonic()
+            pipe.send(("progress", rounds, backlog))
         await asyncio.sleep(0.05)
-    dealing_s = time.monotonic() - started
-    # Drain: every message published, then every message in the database.
-    publish_deadline = time.monotonic() + 600
-    while any(p.pending for p in publishers) and time.monotonic() < publish_deadline:
-        await asyncio.sleep(0.2)
-    unpublished = sum(len(p.pending) for p in publishers)
-    expected = {t.table_id: t.seq for t in tables}
-    total_sequenced = sum(expected.values())
-    total_messages = total_sequenced + len(tables)  # and one status each
-    store = Store(db_url, root="casino/bench/paigow/")
-    drain_deadline = time.monotonic() + 300
-    while True:
-        with contextlib.suppress(Exception):
-            got = store.one("SELECT count(*) FROM messages WHERE sequenced = 1")
-            if got is not None and got[0] >= total_sequenced:
-                break
-        if time.monotonic() > drain_deadline:
-            break
-        pit.sample()
+    deadline = time.monotonic() + 600
+    while any(p.pending for p in publishers) and time.monotonic() < deadline:
+        pipe.send(("progress", rounds, sum(len(p.pending) for p in publishers)))
         await asyncio.sleep(0.5)
-    ingest_end = time.monotonic()
-    await asyncio.sleep(1.0)  # the last page events
-    stop_page.set()
-    pit.stop()
-    with contextlib.suppress(BaseException):
-        await asyncio.wait_for(page, 10)  # the stream ends with the pit
-    page_reconnects = max(0, page_counts.get("connects", 0) - 1)
+    pipe.send(("done", {
+        "seqs": {t.table_id: t.seq for t in tables}, "rounds": rounds, "backlog_max": backlog_max,
+        "resent": sum(p.resent for p in publishers),
+        "unpublished": sum(len(p.pending) for p in publishers),
+    }))  # fmt: skip
     for sender in senders:
         sender.cancel()
     await asyncio.gather(*senders, return_exceptions=True)
-    await broker.stop()
-    # The verdict.
+
+
+class Generators:
+    """The generator processes (``--generators``), the tables split among them."""
+
+    def __init__(self, args: argparse.Namespace, port: int, names: list[str]) -> None:
+        import multiprocessing
+
+        count = args.generators or max(1, math.ceil(len(names) / 700))
+        self.start_at = time.time() + 3.0  # every process built its tables by then
+        plan = {
+            "period": args.round_seconds,
+            "duration": args.minutes * 60,
+            "start": self.start_at,
+            "connections": max(1, args.connections // count),
+        }
+        context = multiprocessing.get_context("spawn")
+        self.pipes: list[Any] = []
+        self.procs: list[Any] = []
+        for g in range(count):
+            mine = list(range(g, len(names), count))
+            ours, theirs = context.Pipe(duplex=False)
+            proc = context.Process(
+                target=generate, name=f"bench-generator-{g}", daemon=True,
+                args=(port, [names[i] for i in mine], [i + 1 for i in mine], g, plan, theirs),
+            )  # fmt: skip
+            proc.start()
+            self.pipes.append(ours)
+            self.procs.append(proc)
+        self.progress: list[tuple[int, int]] = [(0, 0)] * count
+        self.done: list[dict[str, Any] | None] = [None] * count
+        self.backlog_max = 0
+
+    def poll(self) -> None:
+        for g, pipe in enumerate(self.pipes):
+            while self.done[g] is None and pipe.poll():
+                what, *rest = pipe.recv()
+                if what == "progress":
+                    self.progress[g] = (rest[0], rest[1])
+                else:
+                    self.done[g] = rest[0]
+        self.backlog_max = max(self.backlog_max, self.backlog)
+
+    @property
+    def rounds(self) -> int:
+        return sum(r for r, _ in self.progress)
+
+    @property
+    def backlog(self) -> int:
+        return sum(b for _, b in self.progress)
+
+    @property
+    def finished(self) -> bool:
+        return all(d is not None for d in self.done)
+
+    def totals(self) -> dict[str, Any]:
+        done = [d for d in self.done if d is not None]
+        seqs: dict[str, int] = {}
+        for d in done:
+            seqs |= d["seqs"]
+        return {
+            "seqs": seqs,
+            "rounds": sum(d["rounds"] for d in done),
+            "backlog_max": max(self.backlog_max, *(d["backlog_max"] for d in done)),
+            "resent": sum(d["resent"] for d in done),
+            "unpublished": sum(d["unpublished"] for d in done),
+            "generators": len(self.done),
+        }
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+class Run:
+    """One run: the broker, the pits, the database, the generators, what was measured."""
+
+    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
+        self.args = args
+        self.workdir = workdir
+        self.postgres: Postgres | None = None
+        self.latencies: list[tuple[float, float]] = []
+        self.restart_times: list[float] = []
+        self.events: list[dict[str, Any]] = []
+        self.rates: list[float] = []
+        self.page_counts: list[dict[str, int]] = []
+        self.stop_page = asyncio.Event()
+        self.pages: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        args, workdir = self.args, self.workdir
+        if args.database == "postgresql":
+            self.postgres = Postgres(workdir)
+            self.postgres.init()
+            self.postgres.ctl("start")
+            self.postgres.prepare()
+            self.db_url, self.read_url = self.postgres.url, self.postgres.bench_url
+        else:
+            self.db_url = self.read_url = f"sqlite:///{workdir / 'pit.sqlite3'}"
+        self.broker = Mosquitto(
+            workdir / "broker", persistence=True, autosave=5,
+            options=["max_queued_messages 1000000", "max_inflight_messages 1000",
+                     "max_queued_bytes 0"],
+        )  # fmt: skip
+        await self.broker.start()
+        self.names = [f"T{i:04d}" for i in range(args.tables)]
+        group = "bench" if args.pits > 1 else ""
+        self.pits = [
+            PitProcess(workdir / f"pit{i}", self.broker.port, self.db_url, free_port(),
+                       self.names, index=i, group=group)
+            for i in range(args.pits)
+        ]  # fmt: skip
+        for pit in self.pits:
+            pit.start()
+        deadline = time.monotonic() + 60
+        for pit in self.pits:
+            while "pit_subscribed" not in (pit.log.read_text() if pit.log.exists() else ""):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the pit did not subscribe: see {pit.log}")
+                await asyncio.sleep(0.2)
+        await asyncio.sleep(1.0)  # the page listens
+        base = Store(self.read_url, root="casino/bench/paigow/")
+        self.db_bytes_before = base.database_bytes()
+        base.close()
+        self.deadlocks_before = self.postgres.deadlocks() if self.postgres else 0
+        if self.postgres is not None:
+            self.postgres.reset()
+        for pit in self.pits:
+            counts: dict[str, int] = {}
+            self.page_counts.append(counts)
+            self.pages.append(asyncio.create_task(
+                watch_page(f"http://127.0.0.1:{pit.http}", self.latencies, self.stop_page, counts)
+            ))  # fmt: skip
+
+    async def restart(self, what: str, elapsed: float) -> None:
+        at = time.time()
+        self.restart_times.append(at)
+        if what == "broker":
+            await self.broker.stop()
+            await self.broker.start()
+        elif what == "pit":
+            self.pits[0].kill()
+            await asyncio.sleep(2.0)  # as systemd's RestartSec=2 would
+            self.pits[0].start()
+        elif what == "postgresql" and self.postgres is not None:
+            await asyncio.to_thread(self.postgres.ctl, "restart", "-m", "fast")
+        if what != "none":
+            self.events.append({"restart": what, "at_s": round(elapsed, 1),
+                                "took_s": round(time.time() - at, 2)})  # fmt: skip
+
+    async def deal(self) -> None:
+        """The dealing (in the generators), the restarts at their times, progress lines."""
+        args = self.args
+        gens = self.generators = Generators(args, self.broker.port, self.names)
+        duration = args.minutes * 60
+        plan = [(0.25, "broker"), (0.45, "pit"),
+                (0.65, "postgresql" if self.postgres is not None else "none")]  # fmt: skip
+        counter = Store(self.read_url, root="casino/bench/paigow/")
+        last = (time.monotonic(), 0)
+        progress = time.monotonic()
+        while not gens.finished:
+            gens.poll()
+            elapsed = time.time() - gens.start_at
+            while plan and elapsed >= plan[0][0] * duration:
+                await self.restart(plan.pop(0)[1], elapsed)
+            for pit in self.pits:
+                pit.sample()
+            if time.monotonic() - last[0] >= 2.0:
+                with contextlib.suppress(Exception):  # the database may be restarting
+                    if counter.conn is None or getattr(counter.conn, "closed", False):
+                        counter.connect()
+                    row = counter.one("SELECT count(*) FROM messages")
+                    n = int(row[0]) if row else 0
+                    self.rates.append((n - last[1]) / (time.monotonic() - last[0]))
+                    last = (time.monotonic(), n)
+            if time.monotonic() - progress >= 15:
+                progress = time.monotonic()
+                rate = self.rates[-1] if self.rates else 0.0
+                print(
+                    f"  {elapsed:5.0f} s  {gens.rounds} rounds dealt, {gens.backlog} waiting "
+                    f"to publish, {last[1]} messages stored ({rate:.0f}/s)",
+                    flush=True,
+                )
+            await asyncio.sleep(0.1)
+        self.dealt_at = time.monotonic()
+        counter.close()
+        gens.stop()
+
+    async def drain(self, total_sequenced: int) -> float:
+        store = Store(self.read_url, root="casino/bench/paigow/")
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                got = store.one("SELECT count(*) FROM messages WHERE sequenced = 1")
+                if got is not None and got[0] >= total_sequenced:
+                    break
+            for pit in self.pits:
+                pit.sample()
+            await asyncio.sleep(0.5)
+        store.close()
+        end = time.monotonic()
+        await asyncio.sleep(1.0)  # the last page events
+        return end
+
+    async def stop(self) -> None:
+        self.stop_page.set()
+        for pit in self.pits:
+            pit.stop()
+        for page in self.pages:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(page, 10)  # the stream ends with the pit
+        await self.broker.stop()
+
+
+def deadlocks_logged(pits: list[PitProcess]) -> int:
+    return sum(p.log.read_text(errors="replace").count("deadlock detected") for p in pits)
+
+
+async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    r = Run(args, workdir)
+    await r.start()
+    started = time.monotonic()
+    await r.deal()
+    totals = r.generators.totals()
+    expected: dict[str, int] = totals["seqs"]
+    total_sequenced = sum(expected.values())
+    total_messages = total_sequenced + len(expected)  # and one status each
+    ingest_end = await r.drain(total_sequenced)
+    await r.stop()
+    statements = r.postgres.statements() if r.postgres is not None else None
+    deadlocks = deadlocks_logged(r.pits)
+    if r.postgres is not None:
+        deadlocks = max(deadlocks, r.postgres.deadlocks() - r.deadlocks_before)
+    figures = verdict(r, expected, total_messages, ingest_end - started)
+    figures["db_statements_per_message"] = (
+        round(statements / max(1, total_messages), 3) if statements is not None else None
+    )
+    figures["deadlocks"] = deadlocks
+    figures["generator_backlog_max"] = totals["backlog_max"]
+    figures["generators"] = totals["generators"]
+    figures["rounds"] = totals["rounds"]
+    figures["publisher_resends"] = totals["resent"]
+    figures["unpublished"] = totals["unpublished"]
+    figures["dealing_s"] = round(r.dealt_at - started, 1)
+    figures["drain_after_dealing_s"] = round(ingest_end - r.dealt_at, 1)
+    if r.postgres is not None:
+        with contextlib.suppress(Exception):
+            r.postgres.ctl("stop", "-m", "fast")
+    return figures
+
+
+def verdict(
+    r: Run, expected: dict[str, int], total_messages: int, ingest_s: float
+) -> dict[str, Any]:
+    """What the database holds against what was published, and the run's figures."""
+    store = Store(r.read_url, root="casino/bench/paigow/")
     stored = dict(store.all("SELECT table_id, count(*) FROM messages WHERE sequenced = 1 "
                             "GROUP BY table_id"))  # fmt: skip
     distinct = dict(store.all("SELECT table_id, count(DISTINCT seq) FROM messages "
                               "WHERE sequenced = 1 GROUP BY table_id"))  # fmt: skip
-    lost = sum(n - distinct.get(t, 0) for t, n in expected.items())
-    duplicated = sum(stored.get(t, 0) - distinct.get(t, 0) for t in expected)
     counts = store.counts()
-    gaps_filled = counts["gaps_reported"] - counts["gaps_open"]
     rows = 0
     for name in ("messages", "rounds", "players", "alarms", "checkpoints", "missing"):
         row = store.one(f"SELECT count(*) FROM {name}")
         rows += int(row[0]) if row else 0
-    db_bytes = store.database_bytes() - db_bytes_before
-    counter.close()
-    steady = [lat for t, lat in latencies if not any(r <= t <= r + 20 for r in restart_times)]
-    every = [lat for _, lat in latencies]
-    if os.environ.get("PIT_BENCH_DEBUG"):
-        for at, lat in sorted(latencies, key=lambda x: -x[1])[:8]:
-            print(f"  slow: {lat:.2f} s at {at - wall_start:.1f} s", flush=True)
-        print(f"  restarts at {[round(r - wall_start, 1) for r in restart_times]}", flush=True)
-    db_rounds = counts["rounds"]
+    db_bytes = store.database_bytes() - r.db_bytes_before
+    kinds = dict(store.all("SELECT kind, count(*) FROM record_alarms GROUP BY kind"))
     store.close()
-    if postgres is not None:
-        with contextlib.suppress(Exception):
-            postgres.ctl("stop", "-m", "fast")
-    ingest_s = ingest_end - started
-    figures = {
-        "tables": len(tables),
-        "rounds": rounds,
+    steady = [v for t, v in r.latencies if not any(x <= t <= x + 20 for x in r.restart_times)]
+    every = [v for _, v in r.latencies]
+    cpu = sum(p.cpu for p in r.pits)
+    db_rounds = counts["rounds"]
+    return {
+        "tables": len(expected),
+        "pits": len(r.pits),
         "rounds_stored": db_rounds,
         "messages": total_messages,
         "messages_per_s": round(total_messages / ingest_s, 1),
-        "peak_ingest_per_s": round(max(rates, default=0.0), 1),
+        "peak_ingest_per_s": round(max(r.rates, default=0.0), 1),
         "p50_publish_to_page_ms": round(percentile(every, 50) * 1000, 1),
         "p99_publish_to_page_ms": round(percentile(every, 99) * 1000, 1),
-        "p99_publish_to_page_outside_restarts_ms": round(percentile(steady, 99) * 1000, 1),
-        "page_events_measured": len(latencies),
-        "page_reconnects": page_reconnects,
-        "lost": lost,
-        "duplicated": duplicated,
+        "p99_outside_restarts_ms": round(percentile(steady, 99) * 1000, 1),
+        "page_events_measured": len(r.latencies),
+        "page_reconnects": sum(max(0, c.get("connects", 0) - 1) for c in r.page_counts),
+        "lost": sum(n - distinct.get(t, 0) for t, n in expected.items()),
+        "duplicated": sum(stored.get(t, 0) - distinct.get(t, 0) for t in expected),
         "gaps_reported": counts["gaps_reported"],
-        "gaps_filled": gaps_filled,
+        "gaps_filled": counts["gaps_reported"] - counts["gaps_open"],
         "rejects": counts["rejects"],
-        "record_alarms": counts["record_alarms"],
-        "restarts": events,
-        "db": args.database,
+        "record_alarms": kinds,
+        "restarts": r.events,
+        "db": r.args.database,
         "db_rows_per_round": round(rows / max(1, db_rounds), 2),
         "db_bytes_per_round": round(db_bytes / max(1, db_rounds)),
-        "pit_cpu_s": round(pit.cpu, 1),
-        "pit_cpu_percent": round(100 * pit.cpu / ingest_s, 1),
-        "pit_cpu_ms_per_message": round(pit.cpu / max(1, total_messages) * 1000, 3),
-        "pit_rss_max_mb": round(pit.rss_max / 2**20, 1),
-        "dealing_s": round(dealing_s, 1),
-        "drain_after_dealing_s": round(ingest_end - started - dealing_s, 1),
-        "publisher_resends": sum(p.resent for p in publishers),
-        "unpublished": unpublished,
-        "pit_restarted_at_s": round(pit_restart_at - started, 1) if pit_restart_at else None,
+        "pit_cpu_s": round(cpu, 1),
+        "pit_cpu_percent": round(100 * cpu / ingest_s, 1),
+        "pit_cpu_ms_per_message": round(cpu / max(1, total_messages) * 1000, 3),
+        "pit_rss_max_mb": round(max(p.rss_max for p in r.pits) / 2**20, 1),
     }
-    return figures
 
 
 def ingest_cost(n: int, database: str, url: str, batch: int = 200) -> dict[str, Any]:
@@ -471,7 +699,15 @@ def ingest_cost(n: int, database: str, url: str, batch: int = 200) -> dict[str, 
             statements += 1
             return execute(sql, params)
 
+        execute_many = store.xmany
+
+        def counted_many(sql: str, rows: Any) -> None:
+            nonlocal statements
+            statements += 1  # an executemany (SQLite, in process) counts once
+            execute_many(sql, rows)
+
         store.x = counted  # type: ignore[method-assign]
+        store.xmany = counted_many  # type: ignore[method-assign]
         tables = [SimTable(f"T{i:04d}", site="bench", key=KEY, seed=i + 1) for i in range(50)]
         now = datetime.now(UTC)
         feed: list[tuple[str, dict[str, Any]]] = []
@@ -546,7 +782,24 @@ def main() -> int:
     parser.add_argument("--tables", type=int, default=1000)
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--round-seconds", type=float, default=6.0)
-    parser.add_argument("--connections", type=int, default=20)
+    parser.add_argument(
+        "--connections",
+        type=int,
+        default=20,
+        help="MQTT connections the tables publish over (shared by the generators)",
+    )
+    parser.add_argument(
+        "--generators",
+        type=int,
+        default=0,
+        help="generator processes (default: one per 700 tables)",
+    )
+    parser.add_argument(
+        "--pits",
+        type=int,
+        default=1,
+        help="pits sharing the database (an MQTT 5 shared subscription)",
+    )
     parser.add_argument("--database", choices=["postgresql", "sqlite"], default="postgresql")
     parser.add_argument("--quick", action="store_true", help="100 tables for 3 minutes")
     parser.add_argument(
@@ -582,9 +835,13 @@ def main() -> int:
     signal.signal(signal.SIGTERM, _interrupted)  # a stopped run still cleans up (finally)
     try:
         print(f"pit bench: {args.tables} tables, a round every {args.round_seconds:g} s each, "
-              f"{args.minutes:g} min, {args.database}", flush=True)  # fmt: skip
+              f"{args.minutes:g} min, {args.database}, {args.pits} pit(s)", flush=True)  # fmt: skip
         figures = asyncio.run(run(args, workdir))
     finally:
+        keep = os.environ.get("PIT_BENCH_LOGS")  # a directory for the pits' logs
+        if keep:
+            for log in workdir.glob("pit*/pit.log"):
+                shutil.copy(log, Path(keep) / f"{log.parent.name}.log")
         data = workdir / "pg" / "data"
         if (data / "postmaster.pid").exists():  # a run that ended early: stop its PostgreSQL
             with contextlib.suppress(Exception):

@@ -15,11 +15,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from pit import judge
 from pit.keys import FeedKeys
+
+if TYPE_CHECKING:
+    from pit.writes import BatchState
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,9 @@ class Limits:
     #: this many rejects on one table's topic within ``reject_window`` s: a record alarm
     reject_burst: int = 20
     reject_window: float = 60.0
+    #: a gap found by a jump counts on the tiles after this many seconds (a pit of a shared
+    #: group: the seq is usually in the other pit's batch; ``pit.pages.STATUS_GAP_GRACE``)
+    jump_gap_grace: float = 0.0
 
 
 #: The columns of :class:`TableRow`, in its order.
@@ -203,8 +209,7 @@ class Database:
     default_checkpoint_key: bytes | None
     shifts: Shifts
     _known: set[str]
-    _rows: dict[str, TableRow]
-    _rows_read: dict[str, TableRow]
+    _state: BatchState
 
     def connect(self) -> None:
         self.close()
@@ -233,6 +238,10 @@ class Database:
     def x(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Execute one statement; returns the cursor."""
         return self.conn.execute(self._sql(sql), tuple(params))
+
+    def xmany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Execute one statement for each of ``rows`` (SQLite's ``executemany``)."""
+        self.conn.executemany(self._sql(sql), rows)
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return list(self.x(sql, params).fetchall())
@@ -272,5 +281,6 @@ class Database:
 
     def _row_changed(self, table_id: str, **changes: Any) -> None:
         """What a message wrote of the table's row, for the batch's next message."""
-        if table_id in self._rows:
-            self._rows[table_id] = replace(self._rows[table_id], **changes)
+        rows = self._state.rows
+        if table_id in rows:
+            rows[table_id] = replace(rows[table_id], **changes)

@@ -52,6 +52,9 @@ log = logging.getLogger("pit.ingest")
 
 T = TypeVar("T")
 
+#: Seconds the pit waits for its subscription's SUBACK (see ``Ingest._session``).
+SUBACK_WAIT = 120.0
+
 #: Rejects logged one by one per batch; beyond, one line counts them (a flood is not a log flood).
 REJECTS_LOGGED = 5
 
@@ -220,11 +223,17 @@ class Ingest:
             self.stats.connects += 1
             self.stats.session_present.append(bool(client.session_present))
             topic = subscription(self.config)
+            # The SUBACK of a kept session comes after the messages the broker sends ahead (up
+            # to Receive Maximum), each parsed first: a pit restarted behind a backlog on a busy
+            # machine took longer than the client's 10 s, gave up, reconnected and got the same
+            # messages again, never storing any (issue 31, bench/pit.py --tables 2000).
             if self.config.broker.protocol == "5":
                 # Retained messages only when the subscription is new (not on every reconnect).
-                await client.subscribe(topic, options=SubscribeOptions(qos=1, retainHandling=1))
+                await client.subscribe(
+                    topic, options=SubscribeOptions(qos=1, retainHandling=1), timeout=SUBACK_WAIT
+                )
             else:
-                await client.subscribe(topic, qos=1)
+                await client.subscribe(topic, qos=1, timeout=SUBACK_WAIT)
             self.connected.set()
             log.info("pit_subscribed topic=%s session=%s", topic, client.session_present)
             watch = asyncio.create_task(self._watch(client), name="pit-liveness")

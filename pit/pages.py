@@ -4,6 +4,7 @@ a table's detail, game protection pooled, a round's recall, the export, counts."
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -13,6 +14,8 @@ from pit.db import Database
 
 #: A seq a status named but the pit lacks is usually on its way (the status goes out at once, the
 #: message through the table's outbox): a tile counts it missing only after this many seconds.
+#: A pit of a shared group (``[broker] share_group``) sees a seq the other pit holds in its batch
+#: as a jump (issue 31): its tiles give such a gap the same grace (``Limits.jump_gap_grace``).
 STATUS_GAP_GRACE = 10.0
 
 
@@ -48,8 +51,11 @@ class PageQueries(Database):
         gaps = dict(
             self._grouped(
                 "SELECT table_id, count(*) FROM missing WHERE filled_at IS NULL AND "
-                "(by_status = 0 OR reported_at < ?)",
-                now - STATUS_GAP_GRACE,
+                "(by_status = 0 AND reported_at < ? OR reported_at < ?)",
+                (
+                    now - self.limits.jump_gap_grace if self.limits.jump_gap_grace else math.inf,
+                    now - STATUS_GAP_GRACE,
+                ),
                 table_ids,
             )
         )
@@ -76,7 +82,7 @@ class PageQueries(Database):
     def _grouped(
         self, sql: str, arg: Any, table_ids: Sequence[str] | None, by: str = "table_id"
     ) -> list[tuple[Any, ...]]:
-        params: list[Any] = [arg]
+        params: list[Any] = list(arg) if isinstance(arg, tuple) else [arg]
         if table_ids is not None:
             sql += f" AND {by} IN ({', '.join('?' for _ in table_ids)})"
             params += list(table_ids)

@@ -5,7 +5,7 @@ each keyed by the table (``pit.store``'s room for them)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from controller.messages import (
@@ -20,6 +20,7 @@ from controller.messages import (
 from pit.db import _ROW_COLUMNS, Incoming, Outcome, TableRow
 from pit.judge import Message
 from pit.record import RecordChecks
+from pit.writes import ALARMS, PLAYERS, ROUNDS
 
 #: Missing seqs reported one by one up to this many per jump (a larger jump is one finding).
 MAX_MISSING = 10_000
@@ -38,6 +39,33 @@ THEORETICAL = {
 class Projections(RecordChecks):
     """Seq bookkeeping and projections."""
 
+    def _new_tables(self, batch: Sequence[Incoming]) -> None:
+        """Rows for the batch's registered tables the pit has not met yet, made in one
+        statement in table-id order and committed before the batch's own transaction: a
+        batch that holds some tables' rows never waits for a row another pit is making, so
+        two pits sharing a database cannot deadlock on them."""
+        prefixes: dict[str, str] = {}
+        for item in batch:
+            table, kind = self._topic(item.topic)
+            if table in self._known or table in prefixes:
+                continue
+            if self.feed_keys.for_table(table) is not None:
+                prefixes[table] = item.topic[: len(item.topic) - len(kind)] if kind else item.topic
+        if not prefixes:
+            return
+        names = sorted(prefixes)
+        now = batch[-1].received_at
+        sql = "INSERT INTO tables (table_id, topic_prefix, updated_at) "
+        with self.transaction():
+            if self.kind == "postgresql":
+                self.x(sql + "SELECT * FROM unnest(%s::text[], %s::text[], %s::float8[]) "
+                       "ON CONFLICT (table_id) DO NOTHING",
+                       ([*names], [prefixes[t] for t in names], [now] * len(names)))  # fmt: skip
+            else:
+                self.xmany(sql + "VALUES (?, ?, ?) ON CONFLICT (table_id) DO NOTHING",
+                           [(t, prefixes[t], now) for t in names])  # fmt: skip
+        self._known.update(names)
+
     def _lock_rows(self, batch: Sequence[Incoming]) -> None:
         """The rows of the batch's registered tables, read in one statement and locked
         (PostgreSQL) in table order, so two pits sharing a database never deadlock on them."""
@@ -46,38 +74,96 @@ class Projections(RecordChecks):
         if not names:
             return
         lock = " FOR UPDATE" if self.kind == "postgresql" else ""
-        rows = self.all(
-            f"SELECT table_id, {_ROW_COLUMNS} FROM tables WHERE table_id IN "
-            f"({', '.join('?' for _ in names)}) ORDER BY table_id{lock}",
-            names,
-        )
+        rows = self._any(f"SELECT table_id, {_ROW_COLUMNS} FROM tables", "table_id", names,
+                         f" ORDER BY table_id{lock}")  # fmt: skip
+        state = self._state
         for table_id, *values in rows:
-            self._rows[table_id] = self._rows_read[table_id] = TableRow(*values)
+            state.rows[table_id] = state.rows_read[table_id] = TableRow(*values)
             self._known.add(table_id)
+
+    def _any(
+        self, sql: str, column: str, values: Iterable[Any], tail: str = ""
+    ) -> list[tuple[Any, ...]]:
+        """``sql WHERE column IN values tail`` in one statement (none for no values)."""
+        wanted = list(values)
+        if not wanted:
+            return []
+        if self.kind == "postgresql":
+            return self.all(f"{sql} WHERE {column} = ANY(%s){tail}", (wanted,))
+        marks = ", ".join("?" for _ in wanted)
+        return self.all(f"{sql} WHERE {column} IN ({marks}){tail}", wanted)
+
+    def _prefetch(self, messages: Sequence[Message]) -> None:
+        """What the batch's messages need of the database, read once a batch, after the
+        locks: which msg_ids are stored, which tables have the rounds and alarms they name,
+        and the checkpoints held at the rows they checkpoint."""
+        state = self._state
+        state.stored_ids = {r[0] for r in self._any(
+            "SELECT msg_id FROM messages", "msg_id", {m.msg_id for m in messages})}  # fmt: skip
+        rounds: set[str] = set()
+        alarms: set[str] = set()
+        marks: set[tuple[str, int]] = set()
+        for m in messages:
+            p = m.payload
+            if isinstance(p, RoundPayload | PlayerPayload):
+                rounds.add(p.round_id)
+            elif isinstance(p, AlarmPayload | AlarmAckPayload) and p.alarm_id:
+                alarms.add(p.alarm_id)
+            elif isinstance(p, CheckpointPayload):
+                marks.add((m.table_id, p.event_id))
+        for rid, tid in self._any("SELECT round_id, table_id FROM rounds", "round_id", rounds):
+            state.round_tables.setdefault(rid, set()).add(tid)
+        for aid, tid in self._any("SELECT alarm_id, table_id FROM alarms", "alarm_id", alarms):
+            state.alarm_tables.setdefault(aid, set()).add(tid)
+        self._prefetch_checkpoints(marks)
+
+    def _prefetch_checkpoints(self, marks: set[tuple[str, int]]) -> None:
+        """The checkpoints held at the rows the batch checkpoints, and (a pit of a shared
+        group) the batch's tables' waits (``pit.record``)."""
+        state = self._state
+        if self.limits.jump_gap_grace:
+            for tid, row, chain, detail, noted in self._any(
+                "SELECT table_id, event_id, chain, detail, noted_at FROM checkpoint_waits",
+                "table_id", sorted(state.rows),
+            ):  # fmt: skip
+                state.waits[tid, row] = (chain, detail, noted)
+        if not marks:
+            return
+        pairs = sorted(marks)
+        sql = "SELECT table_id, event_id, chain, made_at, signature FROM checkpoints WHERE "
+        if self.kind == "postgresql":  # the pairs themselves: every table is at similar rows
+            rows = self.all(
+                sql + "(table_id, event_id) IN (SELECT * FROM unnest(%b::text[], %b::bigint[]))",
+                ([t for t, _ in pairs], [e for _, e in pairs]),
+            )
+        else:
+            values = ", ".join("(?, ?)" for _ in pairs)
+            rows = self.all(sql + f"(table_id, event_id) IN (VALUES {values})",
+                            [v for pair in pairs for v in pair])  # fmt: skip
+        for tid, row, chain, made, sig in rows:
+            state.checkpoints.setdefault((tid, row), []).append((chain, made, sig))
 
     def _table_row(self, table_id: str, prefix: str, now: float) -> TableRow:
         """The table's bookkeeping row as the batch left it; read (made when new, locked on
         PostgreSQL) when the batch has not read it yet."""
-        cached = self._rows.get(table_id)
+        state = self._state
+        cached = state.rows.get(table_id)
         if cached is not None:
             return cached
         self._ensure_table(table_id, prefix, now)
         lock = " FOR UPDATE" if self.kind == "postgresql" else ""
         row = self.one(f"SELECT {_ROW_COLUMNS} FROM tables WHERE table_id = ?{lock}", (table_id,))
         assert row is not None
-        self._rows[table_id] = self._rows_read[table_id] = TableRow(*row)
-        return self._rows[table_id]
+        state.rows[table_id] = state.rows_read[table_id] = TableRow(*row)
+        return state.rows[table_id]
 
     def _write_seqs(self, now: float) -> None:
         """Each table's first and highest seq, once a batch (not once a message)."""
-        for table_id in sorted(self._rows):
-            row, read = self._rows[table_id], self._rows_read.get(table_id)
+        state = self._state
+        for table_id in sorted(state.rows):
+            row, read = state.rows[table_id], state.rows_read.get(table_id)
             if read is None or (row.first_seq, row.high_seq) != (read.first_seq, read.high_seq):
-                self.x(
-                    "UPDATE tables SET first_seq = ?, high_seq = ?, updated_at = ? "
-                    "WHERE table_id = ?",
-                    (row.first_seq, row.high_seq, now, table_id),
-                )
+                state.set(table_id, first_seq=row.first_seq, high_seq=row.high_seq, updated_at=now)
 
     def _sequence(
         self,
@@ -94,20 +180,12 @@ class Projections(RecordChecks):
         now = item.received_at
         # Only a seq the copy already covers can have come before as another message.
         covered = first_seq is not None and high_seq is not None and first_seq <= seq <= high_seq
-        other = (
-            None
-            if status or not covered
-            else self.one(
-                "SELECT msg_id FROM messages WHERE table_id = ? AND seq = ? AND sequenced = 1 "
-                "AND msg_id <> ? LIMIT 1",
-                (table_id, seq, msg_id),
-            )
-        )
+        other = None if status or not covered else self._reused(table_id, seq, msg_id)
         if other is not None:
             self._record_alarm(
                 table_id,
                 "sequence_reused",
-                f"seq {seq} came again as another message ({msg_id}, first {other[0]}): the "
+                f"seq {seq} came again as another message ({msg_id}, first {other}): the "
                 "table's journal was replaced, restored from a backup or cut and refilled",
                 now,
                 out,
@@ -156,7 +234,8 @@ class Projections(RecordChecks):
                     (table_id, missing.start, missing.stop),
                 )
             }
-            missing_seqs = [s for s in missing if s not in present]
+            batch = self._state.seqs
+            missing_seqs = [s for s in missing if s not in present and (table_id, s) not in batch]
         else:
             missing_seqs = list(missing)
         for gap in missing_seqs:
@@ -166,6 +245,18 @@ class Projections(RecordChecks):
                 (table_id, gap, now, int(status)),
             )
             out.gaps_reported.append((table_id, gap))
+
+    def _reused(self, table_id: str, seq: int, msg_id: str) -> str | None:
+        """Another message stored at the table's sequenced ``seq`` (by the batch or before)."""
+        mine = self._state.seqs.get((table_id, seq))
+        if mine is not None and mine != msg_id:
+            return mine
+        row = self.one(
+            "SELECT msg_id FROM messages WHERE table_id = ? AND seq = ? AND sequenced = 1 "
+            "AND msg_id <> ? LIMIT 1",
+            (table_id, seq, msg_id),
+        )
+        return None if row is None else str(row[0])
 
     def _status(
         self, msg: Message, row: TableRow, item: Incoming, out: Outcome, *, apply: bool
@@ -177,11 +268,10 @@ class Projections(RecordChecks):
         assert isinstance(p, StatusPayload)
         newer = row.status_seq is None or msg.seq >= row.status_seq
         if apply and (p.state == "offline" or newer):
-            self.x(
-                "UPDATE tables SET status = ?, status_time = ?, status_seq = ?, state = ?, "
-                "updated_at = ? WHERE table_id = ?",
-                (msg.text, msg.data["time"], msg.seq, p.state, item.received_at, msg.table_id),
-            )
+            self._state.set(
+                msg.table_id, status=msg.text, status_time=msg.data["time"], status_seq=msg.seq,
+                state=p.state, updated_at=item.received_at,
+            )  # fmt: skip
             self._row_changed(msg.table_id, status_seq=msg.seq)
         if row.first_seq is not None and row.high_seq is not None and msg.seq > row.high_seq:
             # The table says it journaled up to seq: the ones the pit lacks are missing (on
@@ -199,26 +289,20 @@ class Projections(RecordChecks):
         elif isinstance(p, AlarmPayload):
             self._alarm(msg, p)
         elif isinstance(p, AlarmAckPayload):
-            self.x(
-                "UPDATE alarms SET acked_by = ?, acked_at = ? WHERE table_id = ? AND alarm_id = ?",
-                (p.by, p.acknowledged_at.isoformat(), table_id, p.alarm_id),
-            )
+            self._state.ack(table_id, p.alarm_id, p.by, p.acknowledged_at.isoformat())
         elif isinstance(p, ProtectionPayload):
-            self.x(
-                "UPDATE tables SET protection = ? WHERE table_id = ?",
-                (p.model_dump_json(), table_id),
-            )
+            self._state.set(table_id, protection=p.model_dump_json())
         elif isinstance(p, CheckpointPayload):
             self._checkpoint(table_id, msg.msg_id, p, row, now, out)
 
     def _alarm(self, msg: Message, p: AlarmPayload) -> None:
-        self.x(
-            "INSERT INTO alarms (table_id, alarm_id, code, severity, detail, raised_at, "
-            "ack_required) VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (table_id, alarm_id) DO NOTHING",
+        alarm_id = p.alarm_id or msg.msg_id
+        self._state.alarm_tables.setdefault(alarm_id, set()).add(msg.table_id)
+        self._state.add(
+            ALARMS,
             (
                 msg.table_id,
-                p.alarm_id or msg.msg_id,
+                alarm_id,
                 p.code,
                 p.severity,
                 p.detail,
@@ -256,38 +340,21 @@ class Projections(RecordChecks):
             won,
             theoretical,
         )
-        self.x(
-            "INSERT INTO rounds (round_id, table_id, round_seq, msg_seq, status, reasons, "
-            "dealer_id, opened_at, closed_at, shift, seats, two_jacks, side_wagered, side_won, "
-            "side_theoretical) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (table_id, round_id) DO UPDATE SET msg_seq = excluded.msg_seq, "
-            "status = excluded.status, reasons = excluded.reasons, "
-            "side_wagered = excluded.side_wagered, side_won = excluded.side_won, "
-            "side_theoretical = excluded.side_theoretical "
-            "WHERE excluded.msg_seq > rounds.msg_seq",
-            values,
-        )
+        self._state.add(ROUNDS, values)
+        self._state.round_tables.setdefault(p.round_id, set()).add(table_id)
         # The tile's last round follows the table's own seq, never the number a round claims.
         if row.last_round_msg_seq is None or seq >= row.last_round_msg_seq:
             summary = round_summary(p)
-            self.x(
-                "UPDATE tables SET last_round = ?, last_round_seq = ?, last_round_msg_seq = ? "
-                "WHERE table_id = ?",
-                (json.dumps(summary, separators=(",", ":")), p.round_seq, seq, table_id),
-            )
+            self._state.set(table_id, last_round=json.dumps(summary, separators=(",", ":")),
+                            last_round_seq=p.round_seq, last_round_msg_seq=seq)  # fmt: skip
             self._row_changed(table_id, last_round_msg_seq=seq)
         if row.round_high is None or p.round_seq > row.round_high:
-            self.x("UPDATE tables SET round_high = ? WHERE table_id = ?", (p.round_seq, table_id))
+            self._state.set(table_id, round_high=p.round_seq)
             self._row_changed(table_id, round_high=p.round_seq)
 
     def _player(self, table_id: str, seq: int, p: PlayerPayload) -> None:
-        self.x(
-            "INSERT INTO players (round_id, seat, table_id, msg_seq, outcome, foul, wager, win, "
-            "corrected) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (table_id, round_id, seat) "
-            "DO UPDATE "
-            "SET msg_seq = excluded.msg_seq, outcome = excluded.outcome, foul = excluded.foul, "
-            "wager = excluded.wager, win = excluded.win, corrected = excluded.corrected "
-            "WHERE excluded.msg_seq > players.msg_seq",
+        self._state.add(
+            PLAYERS,
             (
                 p.round_id,
                 p.seat,

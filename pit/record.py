@@ -12,6 +12,7 @@ from controller.feed_signature import checkpoint_hmac_bytes, checkpoint_link
 from controller.messages import CheckpointPayload
 from pit.db import Database, Incoming, Outcome, TableRow
 from pit.judge import REJECT_BODY, REJECT_REASON, REJECT_TOPIC, Refused, escaped
+from pit.writes import CHECKPOINTS, WAITS
 
 #: The record alarm of each way a checkpoint does not follow the last one held
 #: (``controller.feed_signature.BrokenLink``).
@@ -90,12 +91,13 @@ class RecordChecks(Database):
     ) -> None:  # fmt: skip
         """A checkpoint kept, its HMAC checked, its row compared with the copy's, and its link
         to the last checkpoint held checked live (``checkpoint_link``)."""
-        signature = self._checkpoint_signature(table_id, p)
-        self.x(
-            "INSERT INTO checkpoints (table_id, event_id, chain, made_at, msg_id, signature) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (table_id, event_id, chain) DO NOTHING",
-            (table_id, p.event_id, p.chain, p.made_at, msg_id, signature),
-        )
+        body = p.model_dump()
+        signature = self._checkpoint_signature(table_id, p, body)
+        state = self._state
+        state.add(CHECKPOINTS, (table_id, p.event_id, p.chain, p.made_at, msg_id, signature))
+        held = state.checkpoints.setdefault((table_id, p.event_id), [])
+        if all(chain != p.chain for chain, _, _ in held):  # ON CONFLICT … DO NOTHING
+            held.append((p.chain, p.made_at, signature))
         if signature == "forged":
             self._record_alarm(
                 table_id,
@@ -107,6 +109,7 @@ class RecordChecks(Database):
             )
             return
         self._rewritten_row(table_id, p, now, out)
+        self._awaited(table_id, p, now, out)
         head, made = row.chain_event_id, row.chain_made_at
         if head is not None and made is not None and (p.made_at, p.event_id) <= (made, head):
             # An older checkpoint arriving late (a replay): its row was compared above.
@@ -121,7 +124,9 @@ class RecordChecks(Database):
                 )
             return
         last = None if head is None else {"event_id": head, "chain": row.chain_hash}
-        broken = checkpoint_link(last, p.model_dump())
+        broken = checkpoint_link(last, body)
+        if broken is not None and broken.kind == "skipped" and self._wait(table_id, p, now):
+            broken = None  # given the gaps' grace (a pit of a shared group)
         if broken is not None:
             self._record_alarm(
                 table_id,
@@ -130,16 +135,58 @@ class RecordChecks(Database):
                 now,
                 out,
             )
-        self.x(
-            "UPDATE tables SET chain_event_id = ?, chain_hash = ?, chain_made_at = ? "
-            "WHERE table_id = ?",
-            (p.event_id, p.chain, p.made_at, table_id),
-        )
+        state.set(table_id, chain_event_id=p.event_id, chain_hash=p.chain, chain_made_at=p.made_at)
         self._row_changed(
             table_id, chain_event_id=p.event_id, chain_hash=p.chain, chain_made_at=p.made_at
         )
 
-    def _checkpoint_signature(self, table_id: str, p: CheckpointPayload) -> str:
+    def _wait(self, table_id: str, p: CheckpointPayload, now: float) -> bool:
+        """A pit of a shared group (``Limits.jump_gap_grace``) notes the checkpoint this one
+        names and does not hold, instead of ``chain_skipped`` at once: the other pit may hold it
+        in its batch (:meth:`_awaited`, :meth:`_waits_expired`)."""
+        if not self.limits.jump_gap_grace or p.prev_event_id is None or p.prev_chain is None:
+            return False
+        key = (table_id, p.prev_event_id)
+        detail = (
+            f"the checkpoint at row {p.event_id} ({p.made_at}): it follows a checkpoint at row "
+            f"{p.prev_event_id} that is not held (waited {self.limits.jump_gap_grace:g} s)"
+        )
+        if key not in self._state.waits:
+            self._state.waits[key] = (p.prev_chain, detail, now)
+            self._state.add(WAITS, (table_id, p.prev_event_id, p.prev_chain, detail, now))
+        return True
+
+    def _awaited(self, table_id: str, p: CheckpointPayload, now: float, out: Outcome) -> None:
+        """A checkpoint a later one named (:meth:`_wait`): the wait ends; with another hash
+        than the later one named for its row, the journal was rewritten."""
+        key = (table_id, p.event_id)
+        wait = self._state.waits.pop(key, None)
+        if wait is None:
+            return
+        self._state.cleared.add(key)
+        if wait[0] != p.chain:
+            self._record_alarm(
+                table_id,
+                "chain_rewritten",
+                f"row {p.event_id} of the table's chain was {wait[0][:12]}… in the checkpoint "
+                f"after it and is {p.chain[:12]}… at {p.made_at}: the journal was rewritten",
+                now,
+                out,
+            )
+
+    def _waits_expired(self, now: float, out: Outcome) -> None:
+        """The batch's tables' waits older than the grace: each a ``chain_skipped``."""
+        grace = self.limits.jump_gap_grace
+        state = self._state
+        for key, (_, detail, noted) in sorted(state.waits.items()):
+            if noted < now - grace:
+                del state.waits[key]
+                state.cleared.add(key)
+                self._record_alarm(key[0], "chain_skipped", detail, now, out)
+
+    def _checkpoint_signature(
+        self, table_id: str, p: CheckpointPayload, body: dict[str, object]
+    ) -> str:
         """``valid``, ``forged`` (another key, or another table's), or ``unchecked`` (no
         checkpoint key configured): the HMAC over ``checkpoint_hmac_bytes``, the link to the
         previous checkpoint included when it names one."""
@@ -148,16 +195,14 @@ class RecordChecks(Database):
         key = self.checkpoint_key(table_id)
         if key is None:
             return "unchecked"
-        expected = hmac.new(key, checkpoint_hmac_bytes(p.model_dump()), "sha256").hexdigest()
+        expected = hmac.new(key, checkpoint_hmac_bytes(body), "sha256").hexdigest()
         return "valid" if hmac.compare_digest(expected, p.hmac) else "forged"
 
     def _rewritten_row(self, table_id: str, p: CheckpointPayload, now: float, out: Outcome) -> None:
-        """A row checkpointed before with another hash: the journal was rewritten up to it."""
-        other = self.one(
-            "SELECT chain, made_at FROM checkpoints WHERE table_id = ? AND event_id = ? "
-            "AND chain <> ? AND signature <> 'forged' LIMIT 1",
-            (table_id, p.event_id, p.chain),
-        )
+        """A row checkpointed before with another hash: the journal was rewritten up to it
+        (the checkpoints held at the row: read up front, and the batch's own)."""
+        held = self._state.checkpoints.get((table_id, p.event_id), [])
+        other = next(((c, m) for c, m, sig in held if c != p.chain and sig != "forged"), None)
         if other is not None:
             self._record_alarm(
                 table_id,
@@ -200,7 +245,7 @@ class RecordChecks(Database):
             for r in self.all(
                 "SELECT table_id, topic_prefix, last_heard, silent_since FROM tables "
                 "WHERE (state IS NULL OR state <> 'offline') "
-                "AND (last_heard IS NULL OR last_heard < ?)",
+                "AND (last_heard IS NULL OR last_heard < ?) ORDER BY table_id",
                 (before,),
             )
         ]

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pit.config import PitConfig, PitConfigError, read_hex_key
 from pit.ingest import Ingest
 from pit.keys import FeedKeys
-from pit.store import Limits, Outcome, Shifts, Store, migrate, redact
+from pit.store import STATUS_GAP_GRACE, Limits, Outcome, Shifts, Store, migrate, redact
 from pit.web import PitWeb
 
 log = logging.getLogger("pit")
@@ -35,6 +35,7 @@ def store_limits(config: PitConfig) -> Limits:
         max_age=config.broker.session_expiry + r.clock_tolerance,
         reject_burst=r.reject_burst,
         reject_window=r.reject_window,
+        jump_gap_grace=STATUS_GAP_GRACE if config.broker.share_group else 0.0,
     )
 
 

@@ -115,9 +115,28 @@ class SimTable:
         ]
 
     def next_round(self, now: datetime, wager: int | None = 10) -> list[tuple[str, dict[str, Any]]]:
+        """The envelopes of the next round: the round, sometimes a player's setting (one in
+        five settled rounds) or an alarm (one in fifty), and a signed checkpoint."""
         self.round_seq += 1
         at = now.astimezone(UTC).isoformat().replace("+00:00", "Z")
         round_id = self._id()
+        payload, seats = self._round(round_id, at, wager)
+        self._events(12, "packet_dealt", round_id, at)
+        out = [self._envelope(payload, now)]
+        if seats and self.rng.random() < 0.2:
+            out.append(self._envelope(self._player(round_id, seats[0]), now))
+        if self.rng.random() < 0.02:
+            alarm = AlarmPayload(
+                code="deal_timeout", severity="warning", detail="simulated", alarm_id=self._id()
+            )
+            out.append(self._envelope(alarm, now))
+        out.append(self._envelope(self._checkpoint(at), now))
+        return out
+
+    def _round(
+        self, round_id: str, at: str, wager: int | None
+    ) -> tuple[RoundPayload, list[dict[str, Any]]]:
+        """A settled round of six seats, or (one in thirty-three) a dead one; and its seats."""
         cards = self.rng.sample(DECK, 49)
         dead = self.rng.random() < 0.03
         positions = [
@@ -125,21 +144,9 @@ class SimTable:
              "cards": cards[i * 7:(i + 1) * 7], "packet": i + 1}
             for i in range(7)
         ]  # fmt: skip
-        seats: list[dict[str, Any]] = []
-        if not dead:
-            for i in range(1, 7):
-                hand = cards[i * 7 : (i + 1) * 7]
-                pays = self.rng.choice([-1, -1, -1, -1, -1, 2, 3])
-                seats.append(
-                    {
-                        "seat": str(i), "position": i + 1, "cards": hand,
-                        "best_hand": "a hand", "wagers": None,
-                        "chan_chu": _side(wager, pays), "jacks_beat": _side(None, -1),
-                        "push_ace_high": _side(None, -1),
-                        "envy": {"qualifies": False, "total": 0, "awards": []},
-                    }
-                )  # fmt: skip
-        dealer_cards = cards[:7]
+        seats = (
+            [] if dead else [self._seat(i, cards[i * 7 : (i + 1) * 7], wager) for i in range(1, 7)]
+        )
         payload = RoundPayload.model_validate(
             {
                 "round_id": round_id,
@@ -155,47 +162,39 @@ class SimTable:
                 "dealer_id": self.dealer_id,
                 "first_position": {"method": "rng", "number": 1, "dice": None, "position": 1},
                 "positions": positions,
-                "dealer": None
-                if dead
-                else {
-                    "cards": dealer_cards,
-                    "best_hand": "a hand",
-                    "two_jacks": False,
-                    "ace_high_pai_gow": False,
-                    "setting": {
-                        "front": dealer_cards[:2],
-                        "back": dealer_cards[2:],
-                        "rule": "NP",
-                        "front_hand": "a front",
-                        "back_hand": "a back",
-                    },
-                },
+                "dealer": None if dead else _dealer(cards[:7]),
                 "seats": seats,
                 "rules": {"wheel_rank": "second_highest", "ace_high_pushes_pai_gow": False},
                 "paytables": {"chan_chu": "PT3", "jacks_beat": "B", "envy": "PT3"},
             }
         )
-        self._events(12, "packet_dealt", round_id, at)
-        out = [self._envelope(payload, now)]
-        if not dead and self.rng.random() < 0.2:
-            seat = seats[0]
-            player = PlayerPayload.model_validate(
-                {
-                    "round_id": round_id, "seat": "1",
-                    "setting": {"front": seat["cards"][:2], "back": seat["cards"][2:],
-                                "rule": None, "front_hand": "f", "back_hand": "b"},
-                    "house_way": False, "foul": False,
-                    "pai_gow": {"outcome": self.rng.choice(["win", "push", "lose"]),
-                                "reason": "sim", "back": "win", "front": "lose"},
-                    "setting_id": f"{round_id}/1/1",
-                }
-            )  # fmt: skip
-            out.append(self._envelope(player, now))
-        if self.rng.random() < 0.02:
-            alarm = AlarmPayload(
-                code="deal_timeout", severity="warning", detail="simulated", alarm_id=self._id()
-            )
-            out.append(self._envelope(alarm, now))
+        return payload, seats
+
+    def _seat(self, i: int, hand: list[str], wager: int | None) -> dict[str, Any]:
+        pays = self.rng.choice([-1, -1, -1, -1, -1, 2, 3])
+        return {
+            "seat": str(i), "position": i + 1, "cards": hand, "best_hand": "a hand",
+            "wagers": None, "chan_chu": _side(wager, pays), "jacks_beat": _side(None, -1),
+            "push_ace_high": _side(None, -1),
+            "envy": {"qualifies": False, "total": 0, "awards": []},
+        }  # fmt: skip
+
+    def _player(self, round_id: str, seat: dict[str, Any]) -> PlayerPayload:
+        """Seat 1's own setting of the round."""
+        return PlayerPayload.model_validate(
+            {
+                "round_id": round_id, "seat": "1",
+                "setting": {"front": seat["cards"][:2], "back": seat["cards"][2:],
+                            "rule": None, "front_hand": "f", "back_hand": "b"},
+                "house_way": False, "foul": False,
+                "pai_gow": {"outcome": self.rng.choice(["win", "push", "lose"]),
+                            "reason": "sim", "back": "win", "front": "lose"},
+                "setting_id": f"{round_id}/1/1",
+            }
+        )  # fmt: skip
+
+    def _checkpoint(self, at: str) -> CheckpointPayload:
+        """The signed checkpoint of the chain's head, naming the one before it."""
         body: dict[str, Any] = {
             "table_id": self.table_id,
             "event_id": self.event_id,
@@ -205,11 +204,23 @@ class SimTable:
         if self.last_checkpoint is not None:
             body["prev_event_id"], body["prev_chain"] = self.last_checkpoint
         self.last_checkpoint = (self.event_id, self.chain)
-        checkpoint = CheckpointPayload(
+        return CheckpointPayload(
             **body, key_id="checkpoint.key", hmac=sign_checkpoint(self.key, body)
         )
-        out.append(self._envelope(checkpoint, now))
-        return out
+
+
+def _dealer(cards: list[str]) -> dict[str, Any]:
+    """The dealer's hand, set: the first two cards in front."""
+    return {
+        "cards": cards,
+        "best_hand": "a hand",
+        "two_jacks": False,
+        "ace_high_pai_gow": False,
+        "setting": {
+            "front": cards[:2], "back": cards[2:], "rule": "NP",
+            "front_hand": "a front", "back_hand": "a back",
+        },
+    }  # fmt: skip
 
 
 @lru_cache(maxsize=4096)

@@ -46,6 +46,11 @@ from pit.judge import PAYLOADS, Message, Refused, escaped
 from pit.keys import FeedKeys
 from pit.pages import STATUS_GAP_GRACE, PageQueries
 from pit.projections import THEORETICAL, Projections, round_summary
+from pit.writes import MESSAGES, BatchState
+
+#: A message as the batch found it: the table its topic names, the rest of the topic, and the
+#: judged message, why it was refused, or None (a command or a reply: not the feed).
+Judged = tuple[str, str, Message | Refused | None]
 
 __all__ = [
     "PAYLOADS",
@@ -90,84 +95,96 @@ class Store(Projections, PageQueries):
         self.root = root
         self.conn: Any = None
         self._known: set[str] = set()  # tables whose row exists (committed)
-        #: each table's row as the batch found it, then as its messages changed it (issue 31:
-        #: read once a batch, locked in table order; the seq bookkeeping written once a batch)
-        self._rows: dict[str, TableRow] = {}
-        self._rows_read: dict[str, TableRow] = {}
+        #: what the batch knows and has still to write (issue 31: each table's row read once a
+        #: batch, locked in table order, changed in memory; rows written once a batch)
+        self._state = BatchState()
         self.connect()
 
     def ingest(self, batch: Sequence[Incoming]) -> Outcome:
         """Store a batch in one transaction, each message judged alone (see the module's text
         and :meth:`_batch`). Raises only when the database itself is down."""
-        known = set(self._known)
         self.feed_keys.refresh()
+        judged = [self._judge(item) for item in batch]  # before any lock is taken
+        self._new_tables(batch)
+        known = set(self._known)
         try:
             with self.transaction():
-                out = self._batch(batch)
-                self._write_seqs(batch[-1].received_at if batch else time.time())
-                for table_id, at in out.heard.items():  # once a table a batch, not a message
-                    self.x(
-                        "UPDATE tables SET last_heard = ?, silent_since = NULL WHERE table_id = ?",
-                        (at, table_id),
-                    )
+                out = self._batch(batch, judged)
                 self._reject_bursts(out, batch[-1].received_at if batch else time.time())
         except BaseException:
             self._known = known  # rows made in the rolled-back transaction are gone
             raise
         finally:
-            self._rows, self._rows_read = {}, {}  # the locks end with the transaction
+            self._state = BatchState()  # the locks end with the transaction
         return out
 
-    def _batch(self, batch: Sequence[Incoming]) -> Outcome:
-        """The batch in one savepoint, no savepoint a message (two statements a message fewer:
-        issue 31); if the database refuses any of its messages (a constraint, a value), the
-        batch is rolled back to it and each message judged alone in its own savepoint
-        (:meth:`_judged`), so the one refused is a reject and the others are stored."""
-        out = Outcome()
+    def _batch(self, batch: Sequence[Incoming], judged: list[Judged]) -> Outcome:
+        """The batch in one savepoint, no savepoint a message, its rows written at its end,
+        one statement a database table (issue 31); if the database refuses any of it (a
+        constraint, a value), the batch is rolled back to it and each message stored alone in
+        its own savepoint (:meth:`_judged`), so the one refused is a reject and the others
+        are stored."""
         known = set(self._known)
-        self._rows, self._rows_read = {}, {}
         self.x("SAVEPOINT batch")
         try:
-            self._lock_rows(batch)
-            for item in batch:
-                self._one(item, out)
+            out = self._run(batch, judged, alone=False)
         except Exception as exc:
             if database_down(exc):
                 raise
             self.x("ROLLBACK TO SAVEPOINT batch")
             self._known = known
-            self._rows, self._rows_read = {}, {}
-            out = Outcome()
-            self._lock_rows(batch)
-            for item in batch:
-                self._judged(item, out)
+            out = self._run(batch, judged, alone=True)
         self.x("RELEASE SAVEPOINT batch")
         return out
 
-    def _judged(self, item: Incoming, out: Outcome) -> None:
-        """One message in its own savepoint: whatever it breaks in the database (but the
-        database itself) rolls back to before it and makes it a reject."""
+    def _run(self, batch: Sequence[Incoming], judged: list[Judged], *, alone: bool) -> Outcome:
+        out = Outcome()
+        self._state = BatchState()
+        self._lock_rows(batch)
+        self._prefetch([m for _, _, m in judged if isinstance(m, Message)])
+        for item, verdict in zip(batch, judged, strict=True):
+            if alone:
+                self._judged(item, verdict, out)
+            else:
+                self._one(item, verdict, out)
+        now = batch[-1].received_at if batch else time.time()
+        self._write_seqs(now)
+        for table_id, at in out.heard.items():  # once a table a batch, not a message
+            self._state.set(table_id, last_heard=at, silent_since=None)
+        if self.limits.jump_gap_grace:
+            self._waits_expired(now, out)
+        self._flush()
+        return out
+
+    def _flush(self) -> None:
+        self._state.flush(self.kind, self.x, self.xmany)
+
+    def _judged(self, item: Incoming, verdict: Judged, out: Outcome) -> None:
+        """One message in its own savepoint, its rows written in it: whatever it breaks in the
+        database (but the database itself) rolls back to before it and makes it a reject."""
         part = Outcome()
-        known, rows, read = set(self._known), dict(self._rows), dict(self._rows_read)
+        known, state = set(self._known), self._state.snapshot()
         self.x("SAVEPOINT msg")
         try:
-            self._one(item, part)
+            self._one(item, verdict, part)
+            self._flush()
         except Exception as exc:
             if database_down(exc):
                 raise
             self.x("ROLLBACK TO SAVEPOINT msg")
-            self._known, self._rows, self._rows_read = known, rows, read
+            self._known, self._state = known, state
             part = Outcome()
             first = str(exc).splitlines()[0] if str(exc) else ""
             self._reject(item, f"refused by the database: {type(exc).__name__}: {first}", part)
         self.x("RELEASE SAVEPOINT msg")
         out.merge(part)
 
-    def _one(self, item: Incoming, out: Outcome) -> None:
+    def _judge(self, item: Incoming) -> Judged:
+        """The message judged alone (``pit.judge.read``), before the batch touches the
+        database."""
         topic_table, kind = self._topic(item.topic)
         if kind.startswith(("cmd/", "reply/")):
-            out.ignored += 1
-            return
+            return topic_table, kind, None
         try:
             msg = judge.read(
                 item.payload,
@@ -177,9 +194,25 @@ class Store(Projections, PageQueries):
                 max_depth=self.limits.max_depth,
             )
         except Refused as exc:
-            self._reject(item, exc.reason, out)
-            if exc.kind is not None:  # not the table's signed words: a finding on its topic
-                self._signature_alarm(item, topic_table, kind, exc, out)
+            return topic_table, kind, exc
+        except Exception as exc:  # as before the judging left the savepoint: a reject
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            return (
+                topic_table,
+                kind,
+                Refused(f"refused by the database: {type(exc).__name__}: {first}"),
+            )
+        return topic_table, kind, msg
+
+    def _one(self, item: Incoming, verdict: Judged, out: Outcome) -> None:
+        topic_table, kind, msg = verdict
+        if msg is None:
+            out.ignored += 1
+            return
+        if isinstance(msg, Refused):
+            self._reject(item, msg.reason, out)
+            if msg.kind is not None:  # not the table's signed words: a finding on its topic
+                self._signature_alarm(item, topic_table, kind, msg, out)
             return
         prefix = item.topic[: len(item.topic) - len(kind)] if kind else item.topic
         row = self._table_row(msg.table_id, prefix, item.received_at)
@@ -215,34 +248,34 @@ class Store(Projections, PageQueries):
             raise Refused(foreign, "foreign_id")
 
     def _foreign(self, msg: Message) -> str | None:
-        """Why the message names another table's round or alarm, or None."""
-        p = msg.payload
+        """Why the message names another table's round or alarm, or None (the tables that
+        have them: read up front, and the batch's own)."""
+        p, state = msg.payload, self._state
         if isinstance(p, RoundPayload | PlayerPayload):
-            sql, ident, what = "SELECT table_id FROM rounds WHERE round_id = ?", p.round_id, "round"
+            owners, ident, what = state.round_tables.get(p.round_id, set()), p.round_id, "round"
         elif isinstance(p, AlarmPayload | AlarmAckPayload) and p.alarm_id:
-            sql, ident, what = "SELECT table_id FROM alarms WHERE alarm_id = ?", p.alarm_id, "alarm"
+            owners, ident, what = state.alarm_tables.get(p.alarm_id, set()), p.alarm_id, "alarm"
         else:
             return None
-        other = self.one(sql + " AND table_id <> ? LIMIT 1", (ident, msg.table_id))
-        if other is None:
+        others = sorted(t for t in owners if t != msg.table_id)
+        if not others:
             return None
-        return f"names {escaped(other[0], 64)}'s {what} {escaped(ident, 80)}: refused"
+        return f"names {escaped(others[0], 64)}'s {what} {escaped(ident, 80)}: refused"
 
     def _store_message(self, msg: Message, item: Incoming, out: Outcome) -> bool:
         """The message into the copy, once (``msg_id``); False for a duplicate."""
-        sequenced = msg.schema != "paigow.status"
-        stored = self.x(
-            "INSERT INTO messages (msg_id, table_id, seq, sequenced, schema_name, topic, sent_at, "
-            "received_at, replayed, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (msg_id) DO NOTHING",
-            (
-                msg.msg_id, msg.table_id, msg.seq, int(sequenced), msg.schema, item.topic,
-                msg.data["time"], item.received_at, int(msg.replayed), msg.text,
-            ),
-        ).rowcount  # fmt: skip
-        if not stored:
+        state = self._state
+        if msg.msg_id in state.stored_ids:
             out.duplicates += 1
             return False
+        sequenced = msg.schema != "paigow.status"
+        state.add(MESSAGES, (
+            msg.msg_id, msg.table_id, msg.seq, int(sequenced), msg.schema, item.topic,
+            msg.data["time"], item.received_at, int(msg.replayed), msg.text,
+        ))  # fmt: skip
+        state.stored_ids.add(msg.msg_id)
+        if sequenced:
+            state.seqs.setdefault((msg.table_id, msg.seq), msg.msg_id)
         out.stored += 1
         out.tables.add(msg.table_id)
         return True

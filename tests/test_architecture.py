@@ -287,7 +287,6 @@ OVER_BUDGET = {
     "controller/protection/watch.py::Watch.observe": "every test fed one round, in order",
     "simulators/demo.py::_run_demo": "the demo's script, step by step",
     "simulators/usb_backend.py::SimulatedHidBackend": "pyusb's IBackend interface, as it is",
-    "pit/simfeed.py::SimTable.next_round": "a simulated round's every message",
 }
 
 
