@@ -56,16 +56,25 @@ def unavailable(message: str) -> NoReturn:
     pytest.skip(message)
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def browser() -> AsyncIterator[playwright_api.Browser]:
+@contextlib.asynccontextmanager
+async def chromium(*extra_args: str) -> AsyncIterator[playwright_api.Browser]:
+    """Debian's chromium, headless, with :data:`CHROMIUM_ARGS` and ``extra_args``; a clear
+    failure (CI) or skip (a developer's machine) where it is not installed."""
     if shutil.which(CHROMIUM) is None and not Path(CHROMIUM).exists():
         unavailable(f"{CHROMIUM} not found: `make test` installs Debian's chromium")
     async with playwright_api.async_playwright() as p:
-        b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        args = [*CHROMIUM_ARGS, *extra_args]
+        b = await p.chromium.launch(executable_path=CHROMIUM, args=args, headless=True)
         try:
             yield b
         finally:
             await b.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser() -> AsyncIterator[playwright_api.Browser]:
+    async with chromium() as b:
+        yield b
 
 
 @dataclass

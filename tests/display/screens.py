@@ -23,7 +23,7 @@ import contextlib
 import random
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -36,7 +36,7 @@ from controller.messages import PlayerSetting, RoundPayload
 from controller.table import Refusal
 from controller.table.effects import NoiseSummary
 from drivers.events import DealStarted, DeviceOffline, PacketDealt, PositionDrawn, StubVerified
-from tests.display.conftest import CHROMIUM, CHROMIUM_ARGS, kiosk, write_secret
+from tests.display.conftest import chromium, kiosk, write_secret
 from tests.harness import RunningTable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -206,16 +206,6 @@ async def sizes(page: Page, name: str, out: Path) -> None:
         await page.screenshot(path=str(out / f"{name}-{label}.png"))
 
 
-@contextlib.asynccontextmanager
-async def browser() -> AsyncIterator[playwright_api.Browser]:
-    async with playwright_api.async_playwright() as p:
-        b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            await b.close()
-
-
 async def dealer_screens(b: playwright_api.Browser, work: Path, out: Path) -> None:
     pin = write_secret(work / "void.pin", VOID_PIN)
     extra = f'[display]\nvoid_pin_file = "{pin}"\n'
@@ -269,7 +259,7 @@ async def supervisor_screens(b: playwright_api.Browser, work: Path, out: Path) -
 async def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        async with browser() as b:
+        async with chromium() as b:
             await dealer_screens(b, Path(tmp), out)
             await supervisor_screens(b, Path(tmp), out)
     for png in sorted(out.glob("*.png")):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -60,18 +59,12 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 async def browser() -> AsyncIterator[playwright_api.Browser]:
-    """Debian's chromium, headless, for the pit page's tests: a test's own (they run on the
-    test's event loop; the display's module-scoped one runs on its module's)."""
-    from tests.display.conftest import CHROMIUM, CHROMIUM_ARGS, unavailable
+    """Debian's chromium for the pit page's tests: a test's own (they run on the test's event
+    loop; the display's module-scoped one runs on its module's)."""
+    from tests.display.conftest import chromium
 
-    if shutil.which(CHROMIUM) is None and not Path(CHROMIUM).exists():
-        unavailable(f"{CHROMIUM} not found: `make test` installs Debian's chromium")
-    async with playwright_api.async_playwright() as p:
-        b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            await b.close()
+    async with chromium() as b:
+        yield b
 
 
 @pytest.fixture

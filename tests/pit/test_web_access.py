@@ -20,7 +20,6 @@ from typing import Any
 import aiohttp
 import aiomqtt
 from aiohttp import web
-from playwright import async_api as playwright_api
 
 from controller.display.dealers import hash_pin
 from controller.messages import AlarmPayload, envelope
@@ -30,7 +29,7 @@ from pit.simfeed import SimTable, wire
 from pit.store import Incoming, migrate
 from pit.web import PitWeb, serving
 from simulators.mosquitto import Mosquitto
-from tests.display.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.display.conftest import chromium
 from tests.pit.conftest import feed_keys_file
 
 PIN = "482915"
@@ -277,14 +276,12 @@ async def test_in_chromium_a_cross_site_page_cannot_acknowledge_nor_rebind(
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     evil_url = f"http://127.0.0.1:{runner.addresses[0][1]}/"
-    args = [*CHROMIUM_ARGS, "--host-resolver-rules=MAP rebind.test 127.0.0.1"]
     try:
         async with (
             serving(pit),
             _commands(broker.port) as sent,
-            playwright_api.async_playwright() as p,
+            chromium("--host-resolver-rules=MAP rebind.test 127.0.0.1") as browser,
         ):
-            browser = await p.chromium.launch(executable_path=CHROMIUM, args=args, headless=True)
             context = await browser.new_context()
             page_ = await context.new_page()
             await page_.goto(f"{pit.url}/")
@@ -302,7 +299,6 @@ async def test_in_chromium_a_cross_site_page_cannot_acknowledge_nor_rebind(
             rebound = await attacker.goto(f"http://rebind.test:{port}/api/floor")
             assert rebound is not None and rebound.status == 421
             assert "floor" not in (await rebound.text())
-            await browser.close()
             assert sent == []
     finally:
         await runner.cleanup()
