@@ -306,16 +306,21 @@ async def watch_page(
                 http.get(f"{url}/api/events") as response,
             ):
                 counts["connects"] += 1
-                event = ""
-                async for raw in response.content:
-                    line = raw.decode().rstrip("\n")
-                    if line.startswith("event: "):
-                        event = line[7:]
-                    elif line.startswith("data: ") and event == "tiles":
-                        now = time.time()
-                        data = json.loads(line[6:])
-                        for sent in data["sent"].values():
-                            latencies.append((now, now - parse_time(sent).timestamp()))
+                event, pending = "", b""
+                # Chunks split into lines here: an event of many tiles (the whole floor after a
+                # reconnect, a catch-up batch) is one line longer than aiohttp's line limit
+                # (its line iterator raised LineTooLong, and the reader reconnected for ever).
+                async for chunk in response.content.iter_any():
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for raw in lines:
+                        line = raw.decode()
+                        if line.startswith("event: "):
+                            event = line[7:]
+                        elif line.startswith("data: ") and event == "tiles":
+                            now = time.time()
+                            data = json.loads(line[6:])
+                            for sent in data["sent"].values():
+                                latencies.append((now, now - parse_time(sent).timestamp()))
                     if stop.is_set():
                         break
         except Exception as exc:  # the pit restarting: connect again
