@@ -43,7 +43,9 @@ from controller.messages import (
     AcknowledgeAlarm,
     Command,
     EnterDice,
+    PlayerPayload,
     PlayerSetting,
+    RoundPayload,
     SetSeats,
     SignIn,
     SignOut,
@@ -892,6 +894,24 @@ def _secret(read: Callable[[], str | None], what: str) -> str | None:
         return None
 
 
+async def last_closed_round(
+    host: DisplayHost, tries: int = 5
+) -> tuple[RoundPayload, list[PlayerPayload]] | None:
+    """The journal's newest closed round (``history.last_round``, read in a thread), as the
+    table stands once it is read: a round the table closed while the journal was being read
+    is read again, not missed (a display started as a round closed showed no round until the
+    next one)."""
+    last = None
+    for _ in range(tries):
+        last = await asyncio.to_thread(history.last_round, host.journal)
+        current = host.table.round
+        if current is None or not current.closed:
+            return last
+        if last is not None and last[0].round_id == current.round_id:
+            return last
+    return last
+
+
 class DisplayService:
     """The daemon service that serves the pages (``host.config.display``; ``host``/``port``
     given here override it, e.g. port 0 for a free port in tests). ``started`` is set once it
@@ -953,7 +973,7 @@ class DisplayService:
             allowed_hosts=frozenset(h.lower() for h in cfg.allowed_hosts),
             kiosk=self._kiosk_key(cfg.kiosk_token_file),
         )
-        last = await asyncio.to_thread(history.last_round, host.journal)
+        last = await last_closed_round(host)
         # From here to subscribe nothing awaits: no effect can fall between snapshot and listener.
         table = host.table
         state = LiveState(

@@ -7,9 +7,11 @@ import asyncio
 import socket
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
+import pytest
 
 from controller.display import DisplayService
 from controller.display.state import LiveState, round_view
@@ -125,3 +127,36 @@ async def test_after_a_restart_the_page_starts_from_the_last_round(tmp_path: Pat
     assert state["round"]["round_id"] == first.round_id
     assert list(state["players"]) == [first.seats[0].seat]
     assert len(state["round"]["result"]["seats"]) == len(first.seats)
+
+
+async def test_a_round_closed_while_the_display_reads_the_journal_is_read_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The display reads the newest closed round in a thread as it starts; a round the table
+    closes meanwhile is read again (CI under load: a display started as the round closed
+    showed no round). The race itself, made certain: the table closes R-2 during the first
+    read, whose answer is from before."""
+    from controller.display.server import last_closed_round
+    from controller.journal import history
+
+    table = SimpleNamespace(round=SimpleNamespace(round_id="R-1", closed=True))
+    before: Any = (SimpleNamespace(round_id="R-1"), [])
+    after: Any = (SimpleNamespace(round_id="R-2"), [])
+    reads: list[object] = []
+
+    def last_round(journal: object) -> Any:
+        reads.append(journal)
+        if table.round.round_id == "R-1":
+            table.round = SimpleNamespace(round_id="R-2", closed=True)
+            return before
+        return after
+
+    monkeypatch.setattr(history, "last_round", last_round)
+    host: Any = SimpleNamespace(journal="the journal", table=table)
+    assert await last_closed_round(host) is after
+    assert reads == ["the journal", "the journal"]
+    # A round still being dealt is not in the journal's closed rounds: one read is the answer.
+    reads.clear()
+    table.round = SimpleNamespace(round_id="R-3", closed=False)
+    assert await last_closed_round(host) is after
+    assert len(reads) == 1
