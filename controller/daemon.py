@@ -211,7 +211,6 @@ class Daemon:
 
     def _start_tasks(self, tg: asyncio.TaskGroup, stop: asyncio.Event) -> None:
         table_id = self.config.table.id
-        tg.create_task(self._prepare_house_way(), name=f"daemon[{table_id}].house_way")
         tg.create_task(self._consume(), name=f"daemon[{table_id}].consume")
         tg.create_task(self._ticker(), name=f"daemon[{table_id}].tick")
         tg.create_task(watchdog_loop(healthy=lambda: self.healthy), name="watchdog")
@@ -220,13 +219,6 @@ class Daemon:
         for service in self.services:
             tg.create_task(service.run(self), name=f"service[{service.name}]")
         tg.create_task(self._until(stop), name="stop")
-
-    async def _prepare_house_way(self) -> None:
-        """The House Way's pattern table read now, in a thread (about a third of a second),
-        not at the first round's settlement, where it held that round's result back."""
-        settings = self.table.settings
-        if settings.way is not None:
-            await asyncio.to_thread(settings.way.cache, settings.rules)
 
     async def _until(self, stop: asyncio.Event) -> None:
         await stop.wait()

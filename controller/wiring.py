@@ -112,9 +112,12 @@ def default_services(config: Config, sinks: Sequence[DisplaySink]) -> list[Servi
 
 
 def feature_services(config: Config, kept: KeptState) -> list[Service]:
-    """The services that keep state in the journal or need the start's kept state: signed
-    checkpoints, game protection, the clock's watch."""
-    services: list[Service] = []
+    """What every daemon runs beside its config's services: the House Way's table read at
+    start; and the services that keep state in the journal or need the start's kept state:
+    signed checkpoints, game protection, the clock's watch."""
+    from controller.services.house_way import HouseWayWarmup
+
+    services: list[Service] = [HouseWayWarmup()]
     key_file = config.mqtt.checkpoint_key_file
     if key_file is not None and config.mqtt.enabled:
         from controller.journal.checkpoints import read_hex_key
