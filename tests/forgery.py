@@ -28,3 +28,18 @@ def rewrite_row(journal: Path, row: int) -> None:
         for event_id, round_id, at, kind, text in rows:
             previous = chain_link(previous, event_id, round_id, at, kind, text)
             conn.execute("UPDATE events SET chain = ? WHERE id = ?", (previous, event_id))
+
+
+def cut_last_round(journal: Path) -> None:
+    """The journal's last sealed round cut off its tail (its events, its round row and the
+    outbox), leaving a shorter chain that is whole: the row counter goes on after it."""
+    with sqlite3.connect(journal) as conn:
+        (last_round,) = conn.execute(
+            "SELECT round_id FROM events WHERE kind = 'round_sealed' ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        (cut,) = conn.execute(
+            "SELECT min(id) FROM events WHERE round_id = ?", (last_round,)
+        ).fetchone()
+        conn.execute("DELETE FROM events WHERE id >= ?", (cut,))
+        conn.execute("DELETE FROM outbox")
+        conn.execute("DELETE FROM rounds WHERE round_id = ?", (last_round,))

@@ -18,7 +18,7 @@ from controller.journal.checkpoints import sign_checkpoint, verify_checkpoints
 from controller.mqtt.publisher import MqttService
 from controller.services.checkpoints import CheckpointService
 from simulators.mosquitto import Mosquitto
-from tests.forgery import rewrite_row
+from tests.forgery import cut_last_round, rewrite_row
 from tests.harness import running_table
 from tests.mqtt.conftest import (
     PREFIX,
@@ -217,16 +217,7 @@ async def test_a_cut_tail_shows_at_the_next_checkpoint(tmp_path: Path) -> None:
     first = await _deal_and_checkpoint(workdir, 2)
     held = first[-1]
     journal = workdir / "journal.sqlite3"
-    with sqlite3.connect(journal) as conn:
-        (last_round,) = conn.execute(
-            "SELECT round_id FROM events WHERE kind = 'round_sealed' ORDER BY id DESC LIMIT 1"
-        ).fetchone()
-        (cut,) = conn.execute(
-            "SELECT min(id) FROM events WHERE round_id = ?", (last_round,)
-        ).fetchone()
-        conn.execute("DELETE FROM events WHERE id >= ?", (cut,))
-        conn.execute("DELETE FROM outbox")
-        conn.execute("DELETE FROM rounds WHERE round_id = ?", (last_round,))
+    cut_last_round(journal)
     assert verify_journal(journal).ok  # a shorter, whole chain
     new = (await _deal_and_checkpoint(workdir, 1))[-1]
     assert new["event_id"] > held["event_id"]  # the counter went on

@@ -26,7 +26,7 @@ from pit.simfeed import SimTable, sim_signer, unsigned, wire
 from pit.store import Incoming, Store, migrate
 from pit.tables import TableDaemon, table_mqtt_section
 from simulators.mosquitto import Mosquitto
-from tests.forgery import rewrite_row
+from tests.forgery import cut_last_round, rewrite_row
 from tests.pit.conftest import KEY, RunningIngest, feed_keys_file, make_config, publish, read_store
 from tests.pit.test_tables import _outbox, _wait
 
@@ -147,21 +147,9 @@ def _rewrite(journal: Path) -> None:
     rewrite_row(journal, row)
 
 
-def _cut(journal: Path) -> None:
-    """The last round cut off the journal (its events, its checkpoint, the outbox)."""
-    with sqlite3.connect(journal) as conn:
-        (last_round,) = conn.execute(
-            "SELECT round_id FROM events WHERE kind = 'round_sealed' ORDER BY id DESC LIMIT 1"
-        ).fetchone()
-        (cut,) = conn.execute(
-            "SELECT min(id) FROM events WHERE round_id = ?", (last_round,)
-        ).fetchone()
-        conn.execute("DELETE FROM events WHERE id >= ?", (cut,))
-        conn.execute("DELETE FROM outbox")
-        conn.execute("DELETE FROM rounds WHERE round_id = ?", (last_round,))
-
-
-@pytest.mark.parametrize(("change", "kind"), [(_rewrite, "chain_rewritten"), (_cut, "chain_cut")])
+@pytest.mark.parametrize(
+    ("change", "kind"), [(_rewrite, "chain_rewritten"), (cut_last_round, "chain_cut")]
+)
 async def test_a_real_tables_rewritten_or_cut_journal_is_a_live_record_alarm(
     broker: Mosquitto, db_url: str, tmp_path: Path, change: Callable[[Path], None], kind: str
 ) -> None:
