@@ -23,6 +23,7 @@ from controller.clock import iso
 from controller.journal import Journal, JournalError
 from controller.journal.audit import read_feed, verify_feed
 from controller.journal.maintenance import archive_rounds
+from controller.journal.store import _ranges
 from tests.journal.conftest import cli, copy_journal
 from tests.journal.test_audit_attacks import _feed
 
@@ -51,12 +52,7 @@ def _forge_archived(path: Path, seqs: Sequence[int], before: datetime) -> None:
             for r in rids
             for (i,) in conn.execute("SELECT id FROM events WHERE round_id = ?", (r,))
         )
-        runs: list[list[int]] = []
-        for i in ids:
-            if runs and i == runs[-1][1] + 1:
-                runs[-1][1] = i
-            else:
-                runs.append([i, i])
+        runs = _ranges(ids)  # the attacker has our source: the retention call's own runs
         links = {
             str(b): conn.execute("SELECT chain FROM events WHERE id = ?", (b,)).fetchone()[0]
             for _a, b in runs
