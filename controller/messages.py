@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from controller.catalogue import ALARM_CODES
 from controller.clock import iso
@@ -470,6 +470,25 @@ class StatusRequest(_Command):
     kind: Literal["status_request"] = "status_request"
 
 
+#: The most seqs one ``resend`` may name.
+RESEND_MAX = 1000
+
+
+class Resend(_Command):
+    """A consumer (the pit) lost messages downstream of the broker: the table publishes its
+    kept copies of seqs ``from_seq``..``to_seq`` again, marked replayed (docs/mqtt.md §3)."""
+
+    kind: Literal["resend"] = "resend"
+    from_seq: int = Field(ge=1, le=2**53)
+    to_seq: int = Field(ge=1, le=2**53, description=f"at most {RESEND_MAX - 1} after from_seq")
+
+    @model_validator(mode="after")
+    def _range(self) -> Resend:
+        if not 0 <= self.to_seq - self.from_seq < RESEND_MAX:
+            raise ValueError(f"to_seq must be from_seq to from_seq + {RESEND_MAX - 1}")
+        return self
+
+
 class AcknowledgeAlarm(_Command):
     kind: Literal["acknowledge_alarm"] = "acknowledge_alarm"
     alarm_id: str = Field(min_length=1, max_length=128)
@@ -511,6 +530,7 @@ Command = Annotated[
     | EnterDice
     | PlayerSetting
     | StatusRequest
+    | Resend
     | AcknowledgeAlarm
     | SignIn
     | SignOut
@@ -527,6 +547,7 @@ COMMAND_KINDS = (
     "enter_dice",
     "player_setting",
     "status_request",
+    "resend",
     "acknowledge_alarm",
     "sign_in",
     "sign_out",

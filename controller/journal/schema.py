@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 _SCHEMA_1 = """
@@ -69,8 +69,24 @@ def _event_chain(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE events ADD COLUMN chain TEXT")
 
 
+def _sent_copies(conn: sqlite3.Connection) -> None:
+    """Schema 4: a copy of each message the broker acknowledged, the newest ``SENT_KEPT`` kept,
+    so a consumer that lost some downstream of the broker can ask for them again (``resend``,
+    docs/mqtt.md §3)."""
+    conn.execute(
+        "CREATE TABLE sent (table_id TEXT NOT NULL, seq INTEGER NOT NULL, msg_id TEXT NOT NULL, "
+        "topic TEXT NOT NULL, payload BLOB NOT NULL, qos INTEGER NOT NULL, "
+        "retain INTEGER NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (table_id, seq))"
+    )
+
+
 Migration = Callable[[sqlite3.Connection], None]
 
 #: Migration from version ``n`` to ``n + 1``, keyed by ``n``; each runs inside the opening
 #: transaction, which then records the new version.
-MIGRATIONS: dict[int, Migration] = {0: _create_schema_1, 1: _events_by_kind, 2: _event_chain}
+MIGRATIONS: dict[int, Migration] = {
+    0: _create_schema_1,
+    1: _events_by_kind,
+    2: _event_chain,
+    3: _sent_copies,
+}

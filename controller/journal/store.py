@@ -232,6 +232,10 @@ def seal_of(round_id: str, status: str, reason: str | None, result: str | None) 
 
 _NOTHING: Any = object()  # no chained record of a kept state
 
+#: Messages the broker acknowledged that the journal keeps a copy of, the newest first, for a
+#: consumer's ``resend`` (docs/mqtt.md §3): at a round every 30 s and ~3 messages a round, days.
+SENT_KEPT = 20_000
+
 #: Retention never removes a round or an event younger than this (``delete_archived`` refuses;
 #: ``audit verify`` finds an ``archived`` event whose cutoff is younger).
 MIN_RETENTION = timedelta(days=1)
@@ -984,10 +988,41 @@ class Journal:
         # Not durable: an acknowledgement lost in a power cut only resends the message, with
         # the same msg_id (consumers drop it), and the next durable commit makes it durable.
         with self.transaction(durable=False):
-            cur = self._connection.executemany(
-                "DELETE FROM outbox WHERE msg_id = ?", [(m,) for m in msg_ids]
+            conn, ids = self._connection, [(m,) for m in msg_ids]
+            # Kept for a ``resend`` (docs/mqtt.md §3): the newest SENT_KEPT of them.
+            conn.executemany(
+                "INSERT OR REPLACE INTO sent (table_id, seq, msg_id, topic, payload, qos, retain, "
+                "created_at) SELECT table_id, seq, msg_id, topic, payload, qos, retain, created_at "
+                "FROM outbox WHERE msg_id = ?",
+                ids,
             )
-            return cur.rowcount
+            cur = conn.executemany("DELETE FROM outbox WHERE msg_id = ?", ids)
+            acked = cur.rowcount
+            conn.execute(
+                "DELETE FROM sent WHERE table_id = ?1 AND seq <= "
+                "(SELECT max(seq) FROM sent WHERE table_id = ?1) - ?2",
+                (self.table_id, SENT_KEPT),
+            )
+            return acked
+
+    def requeue(self, first: int, last: int) -> tuple[int, int | None]:
+        """A consumer lost seqs ``first``..``last`` downstream of the broker (``resend``): the
+        kept copies of those already acknowledged go back into the outbox, marked replayed (the
+        same msg_id and envelope, so a consumer that has one drops it). Returns how many were
+        queued, and the oldest seq still kept (None when none is)."""
+        with self.transaction(durable=False):
+            conn = self._connection
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO outbox (msg_id, table_id, seq, topic, payload, qos, retain, "
+                "created_at, replay) SELECT msg_id, table_id, seq, topic, payload, qos, retain, "
+                "created_at, 1 FROM sent WHERE table_id = ? AND seq BETWEEN ? AND ?",
+                (self.table_id, first, last),
+            )
+            queued = cur.rowcount
+            row = conn.execute(
+                "SELECT min(seq) FROM sent WHERE table_id = ?", (self.table_id,)
+            ).fetchone()
+        return queued, (None if row is None or row[0] is None else int(row[0]))
 
     def mark_attempts(self, msg_ids: Sequence[str]) -> None:
         """Count one failed send attempt on each of these messages, in one transaction."""

@@ -37,7 +37,14 @@ from controller.config import MqttConfig
 from controller.feed_signature import FeedSigner
 from controller.journal import OutboxRow
 from controller.journal.views import Outbox
-from controller.messages import COMMAND_KINDS, Authenticate, Command, StatusPayload, envelope
+from controller.messages import (
+    COMMAND_KINDS,
+    Authenticate,
+    Command,
+    Resend,
+    StatusPayload,
+    envelope,
+)
 from controller.mqtt.client import Client
 from controller.mqtt.feed_key import table_signer
 from controller.mqtt.rate import CommandRate
@@ -609,7 +616,10 @@ class MqttService:
         else:
             # Journaled with the command (and an acknowledgement's identity): which key sent it.
             identity = topic if key_id is None else f"{topic} key={key_id}"
-            reply = await self._run(host, identity, command)
+            if isinstance(command, Resend):  # the outbox's, not the table's: nothing to decide
+                reply = await _resend(host, identity, command)
+            else:
+                reply = await self._run(host, identity, command)
         properties = None
         if correlation is not None:
             properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
@@ -676,6 +686,19 @@ class MqttService:
             error=reply.error,
         )
         return reply
+
+
+async def _resend(host: PublisherHost, identity: str, command: Resend) -> ReplyPayload:
+    """A ``resend``: the kept copies of the seqs it names back into the outbox (the drain
+    publishes them, replayed, lowest seq first). Logged, not journaled: it
+    changes nothing the table decided, and a copy it sends again is the journaled message."""
+    first, last = command.from_seq, command.to_seq
+    queued, oldest = await asyncio.to_thread(host.journal.requeue, first, last)
+    if queued:
+        host.outbox_changed.set()
+    log.info("resend", by=identity[:200], from_seq=first, to_seq=last, queued=queued)
+    data = {"from_seq": first, "to_seq": last, "queued": queued, "oldest_kept": oldest}
+    return ReplyPayload(ok=True, error=None, request_id=command.request_id, data=data)
 
 
 def _reply_route(

@@ -66,6 +66,7 @@ VALID: dict[str, dict[str, Any]] = {
     "enter_dice": {"dice": [1, 4, 6], "round_id": None},
     "player_setting": {"seat": "1", "front": ["As", "Kd"], "round_id": "PG-T1-01"},
     "status_request": {},
+    "resend": {"from_seq": 3, "to_seq": 9},
     "acknowledge_alarm": {"alarm_id": "al-1", "by": "CMS operator 7", "note": "seen"},
     "sign_in": {"dealer_id": "D-1042"},
     "sign_out": {},

@@ -1,0 +1,98 @@
+"""``resend``: a consumer that lost messages downstream of the broker (a broker that lost a
+shared subscription's messages at its restart, a consumer session that expired) asks the table
+for them again; the table publishes its kept copies, replayed, the same messages (docs/mqtt.md
+§3). Through the real daemon, the real broker and the journal on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.journal import Journal
+from controller.journal import store as journal_store
+from controller.mqtt.publisher import MqttService
+from simulators.mosquitto import Mosquitto
+from tests.harness import running_table
+from tests.mqtt.conftest import PREFIX, Subscriber, mqtt_section, on, status_is, validate_message
+
+
+def _unsigned(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in ("sig", "replayed")}
+
+
+async def test_a_lost_range_comes_again_as_the_same_messages(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    service = MqttService()
+    async with (
+        Subscriber(broker.port, [f"{PREFIX}round", f"{PREFIX}reply/#", f"{PREFIX}status"]) as sub,
+        running_table(tmp_path, services=[service], config_extra=mqtt_section(broker)) as t,
+    ):
+        await sub.until(status_is("online"))
+        for _ in range(3):
+            await t.deal()
+        first = await sub.take(3, lambda m: m.topic == f"{PREFIX}round")
+        seqs = [m.json["seq"] for m in first]
+        assert sub.client is not None
+        body = {"request_id": "rs-1", "from_seq": seqs[0], "to_seq": seqs[-1]}
+        await sub.client.publish(f"{PREFIX}cmd/resend", json.dumps(body).encode(), qos=1)
+        reply = await sub.until(on(f"{PREFIX}reply/resend"))
+        assert reply.json["ok"], reply.json
+        # Every seq of the range: the three rounds and what came between them (checkpoints).
+        assert reply.json["data"]["queued"] == seqs[-1] - seqs[0] + 1
+        assert reply.json["data"]["oldest_kept"] == 1
+        again = await sub.take(3, lambda m: m.topic == f"{PREFIX}round")
+        for old, new in zip(first, again, strict=True):
+            assert new.json["replayed"] is True and old.json["replayed"] is False
+            assert _unsigned(new.json) == _unsigned(old.json)  # same msg_id, seq, payload
+            validate_message(new)
+
+        # Refused with a reason: a range too long, a backwards one, a field that is not a seq.
+        for name, payload, error in [
+            ("long", {"from_seq": 1, "to_seq": 1001}, "to_seq must be"),
+            ("backwards", {"from_seq": 5, "to_seq": 4}, "to_seq must be"),
+            ("zero", {"from_seq": 0, "to_seq": 4}, "from_seq"),
+            ("fraction", {"from_seq": 1.5, "to_seq": 2}, "from_seq"),
+        ]:
+            body = {"request_id": name, **payload}
+            await sub.client.publish(f"{PREFIX}cmd/resend", json.dumps(body).encode(), qos=1)
+            refused = await sub.until(on(f"{PREFIX}reply/resend"))
+            assert refused.json["request_id"] == name and not refused.json["ok"]
+            assert error in refused.json["error"], refused.json
+        # A range the table never had: nothing queued, and it says which it keeps.
+        body = {"request_id": "rs-2", "from_seq": 10**6, "to_seq": 10**6 + 5}
+        await sub.client.publish(f"{PREFIX}cmd/resend", json.dumps(body).encode(), qos=1)
+        none = await sub.until(on(f"{PREFIX}reply/resend"))
+        assert none.json["ok"] and none.json["data"]["queued"] == 0
+        await t.deal()  # the table deals on, its seqs in order after the resend
+        fourth = await sub.until(on(f"{PREFIX}round"))
+        assert fourth.json["seq"] > seqs[-1] and fourth.json["replayed"] is False
+
+
+def _publish(journal: Journal, n: int) -> list[str]:
+    with journal.transaction() as tx:
+        rows = [tx.enqueue(f"t/{i}", {"n": i}) for i in range(n)]
+    return [r.msg_id for r in rows]
+
+
+def test_the_journal_keeps_the_newest_copies_and_requeues_only_what_was_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_store, "SENT_KEPT", 5)
+    with Journal.open(tmp_path / "j.sqlite3", "PG-T1") as journal:
+        ids = _publish(journal, 12)
+        assert journal.requeue(1, 12) == (0, None)  # nothing sent yet: nothing kept
+        assert journal.ack_many(ids[:10]) == 10
+        assert journal.outbox_pending() == 2
+        # Seqs 1..10 sent; the newest five (6..10) kept; 11 and 12 still pending.
+        assert journal.requeue(1, 12) == (5, 6)
+        pending = journal.pending(20)
+        assert [r.seq for r in pending] == [6, 7, 8, 9, 10, 11, 12]
+        assert [r.replay for r in pending] == [True] * 5 + [False] * 2
+        assert [r.msg_id for r in pending] == ids[5:]
+        assert journal.requeue(6, 10) == (0, 6)  # already waiting: not twice
+        journal.ack_many([r.msg_id for r in pending])
+        assert journal.outbox_pending() == 0 and journal.requeue(12, 12) == (1, 8)
