@@ -106,6 +106,12 @@ class LivenessConfig(_Model):
         description="a table (not offline) heard nothing from for this many seconds is marked "
         "silent, with a record alarm",
     )
+    resend_after: float = Field(
+        5.0,
+        ge=0.0,
+        description="a seq still missing this many seconds after it was reported is asked of its "
+        "table again (a resend command; again every 2 × this while it stays missing; 0: never)",
+    )
 
 
 class CommandsConfig(_Model):

@@ -53,6 +53,10 @@ class Limits:
     #: a gap found by a jump counts on the tiles after this many seconds (a pit of a shared
     #: group: the seq is usually in the other pit's batch; ``pit.pages.STATUS_GAP_GRACE``)
     jump_gap_grace: float = 0.0
+    #: a checkpoint naming one the pit does not hold waits this many seconds for it before it
+    #: is ``chain_skipped`` (0: at once): the other pit of a group may hold it in its batch, or
+    #: a resend may bring it (``pit.liveness``)
+    checkpoint_grace: float = 0.0
 
 
 #: The columns of :class:`TableRow`, in its order.

@@ -14,13 +14,24 @@ A table (not offline) still unheard after ``silent_after`` s is marked silent �
 so — with a ``table_silent`` record alarm; the next message from it clears the mark. Silence is
 counted from the pit's own connect at the earliest: the pit's own outage is not the tables'.
 
+The same sweep asks for what the pit lost (issue 31): a seq still missing ``resend_after`` s
+after it was reported (``missing``) — not a message in the other pit's batch or in the table's
+outbox, which arrive within that — is asked of its table with a ``resend`` command (ranges of
+at most 1,000 seqs, signed like the probe), again every 2 × ``resend_after`` while it stays
+missing, at most ``RESEND_COMMANDS`` commands a sweep. The table publishes its kept copies again
+(docs/mqtt.md §3) and the gap fills like any other. So a message the broker lost after taking
+it (Mosquitto's shared subscriptions at a restart, a pit session that expired) still reaches
+the database once.
+
 What it does not protect against: a table that answers but deals nothing (that is a table, not
-a silence), or someone answering in its name (until messages are signed).
+a silence), someone answering in its name (until messages are signed), a table that no longer
+keeps the seq (its newest 20,000 messages) or is gone.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,6 +52,8 @@ class Liveness:
     key_id: str = "pit"
     probed: dict[str, float] = field(default_factory=dict)
     probes_sent: int = 0
+    asked: dict[str, float] = field(default_factory=dict)  # table: when its gaps were asked for
+    resends_sent: int = 0
 
     @property
     def enabled(self) -> bool:
@@ -65,17 +78,62 @@ class Liveness:
                     self.probed[table_id] = now
                     probes.append((f"{prefix}cmd/status_request", self.probe(table_id, now)))
         self.probes_sent += len(probes)
-        return probes, out
+        resends = self.resends(store, now)
+        self.resends_sent += len(resends)
+        return probes + resends, out
+
+    def resends(self, store: Store, now: float) -> list[tuple[str, bytes]]:
+        """``resend`` commands for the gaps open longer than ``resend_after`` (module text)."""
+        after = self.config.resend_after
+        if after <= 0:
+            return []
+        commands: list[tuple[str, bytes]] = []
+        by_table: dict[str, tuple[str, list[int]]] = {}
+        for table_id, prefix, seq in store.open_gaps(now - after):
+            by_table.setdefault(table_id, (prefix, []))[1].append(seq)
+        for table_id, (prefix, seqs) in by_table.items():
+            if len(commands) >= RESEND_COMMANDS:
+                break
+            if now - self.asked.get(table_id, -math.inf) < 2 * after:
+                continue
+            self.asked[table_id] = now
+            for first, last in seq_ranges(seqs, RESEND_MAX):
+                fields = {"from_seq": first, "to_seq": last}
+                commands.append(
+                    (f"{prefix}cmd/resend", self.command("resend", table_id, now, fields))
+                )
+        return commands
 
     def probe(self, table_id: str, now: float) -> bytes:
         """A ``status_request`` for ``table_id``: signed when the pit has a command key."""
+        return self.command("status_request", table_id, now, {})
+
+    def command(self, kind: str, table_id: str, now: float, fields: dict[str, int]) -> bytes:
+        """A command's body for ``table_id``: signed when the pit has a command key."""
         if self.command_key is None:
-            return b"{}"
+            return json.dumps(fields, separators=(",", ":")).encode()
         from controller.mqtt.signing import sign
 
-        fields = {"request_id": f"pit-probe-{uuid.uuid4().hex[:16]}"}
+        body = {**fields, "request_id": f"pit-{kind}-{uuid.uuid4().hex[:16]}"}
         signed = sign(
-            self.command_key, self.key_id, "status_request", fields,
-            datetime.fromtimestamp(now, UTC), table_id=table_id,
+            self.command_key, self.key_id, kind, body, datetime.fromtimestamp(now, UTC),
+            table_id=table_id,
         )  # fmt: skip
         return json.dumps(signed, separators=(",", ":")).encode()
+
+
+#: ``resend`` commands a sweep sends at most (a flood of gaps is asked for over several sweeps).
+RESEND_COMMANDS = 50
+#: The most seqs one ``resend`` names (the table's limit, controller.messages.RESEND_MAX).
+RESEND_MAX = 1000
+
+
+def seq_ranges(seqs: list[int], longest: int) -> list[tuple[int, int]]:
+    """Sorted ``seqs`` as inclusive ranges of consecutive seqs, none longer than ``longest``."""
+    ranges: list[tuple[int, int]] = []
+    for seq in seqs:
+        if ranges and seq == ranges[-1][1] + 1 and seq - ranges[-1][0] < longest:
+            ranges[-1] = (ranges[-1][0], seq)
+        else:
+            ranges.append((seq, seq))
+    return ranges

@@ -121,7 +121,7 @@ class Projections(RecordChecks):
         """The checkpoints held at the rows the batch checkpoints, and (a pit of a shared
         group) the batch's tables' waits (``pit.record``)."""
         state = self._state
-        if self.limits.jump_gap_grace:
+        if self.limits.checkpoint_grace:
             for tid, row, chain, detail, noted in self._any(
                 "SELECT table_id, event_id, chain, detail, noted_at FROM checkpoint_waits",
                 "table_id", sorted(state.rows),

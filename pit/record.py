@@ -141,15 +141,16 @@ class RecordChecks(Database):
         )
 
     def _wait(self, table_id: str, p: CheckpointPayload, now: float) -> bool:
-        """A pit of a shared group (``Limits.jump_gap_grace``) notes the checkpoint this one
-        names and does not hold, instead of ``chain_skipped`` at once: the other pit may hold it
-        in its batch (:meth:`_awaited`, :meth:`_waits_expired`)."""
-        if not self.limits.jump_gap_grace or p.prev_event_id is None or p.prev_chain is None:
+        """With a grace (``Limits.checkpoint_grace``) the pit notes the checkpoint this one
+        names and does not hold, instead of ``chain_skipped`` at once: the other pit of a group
+        may hold it in its batch, or a resend bring it (:meth:`_awaited`,
+        :meth:`_waits_expired`)."""
+        if not self.limits.checkpoint_grace or p.prev_event_id is None or p.prev_chain is None:
             return False
         key = (table_id, p.prev_event_id)
         detail = (
             f"the checkpoint at row {p.event_id} ({p.made_at}): it follows a checkpoint at row "
-            f"{p.prev_event_id} that is not held (waited {self.limits.jump_gap_grace:g} s)"
+            f"{p.prev_event_id} that is not held (waited {self.limits.checkpoint_grace:g} s)"
         )
         if key not in self._state.waits:
             self._state.waits[key] = (p.prev_chain, detail, now)
@@ -176,7 +177,7 @@ class RecordChecks(Database):
 
     def _waits_expired(self, now: float, out: Outcome) -> None:
         """The batch's tables' waits older than the grace: each a ``chain_skipped``."""
-        grace = self.limits.jump_gap_grace
+        grace = self.limits.checkpoint_grace
         state = self._state
         for key, (_, detail, noted) in sorted(state.waits.items()):
             if noted < now - grace:
@@ -247,6 +248,19 @@ class RecordChecks(Database):
                 "WHERE (state IS NULL OR state <> 'offline') "
                 "AND (last_heard IS NULL OR last_heard < ?) ORDER BY table_id",
                 (before,),
+            )
+        ]
+
+    def open_gaps(self, before: float, limit: int = 20_000) -> list[tuple[str, str, int]]:
+        """Seqs reported missing before ``before`` and not filled: table id, topic prefix, seq,
+        by table and seq (at most ``limit``)."""
+        return [
+            (r[0], r[1], int(r[2]))
+            for r in self.all(
+                "SELECT m.table_id, t.topic_prefix, m.seq FROM missing m JOIN tables t "
+                "ON t.table_id = m.table_id WHERE m.filled_at IS NULL AND m.reported_at < ? "
+                "ORDER BY m.table_id, m.seq LIMIT ?",
+                (before, limit),
             )
         ]
 

@@ -36,7 +36,19 @@ def store_limits(config: PitConfig) -> Limits:
         reject_burst=r.reject_burst,
         reject_window=r.reject_window,
         jump_gap_grace=STATUS_GAP_GRACE if config.broker.share_group else 0.0,
+        checkpoint_grace=checkpoint_grace(config),
     )
+
+
+def checkpoint_grace(config: PitConfig) -> float:
+    """How long a skipped checkpoint waits before ``chain_skipped``: the gaps' grace for a pit
+    of a shared group, and beyond, while the pit asks for lost seqs, until a resend of it has
+    had time to come (``pit.liveness``)."""
+    live = config.liveness
+    resending = live.probe_after > 0 and live.resend_after > 0
+    if not (resending or config.broker.share_group):
+        return 0.0
+    return STATUS_GAP_GRACE + (live.resend_after if resending else 0.0)
 
 
 def feed_keys_of(config: PitConfig) -> FeedKeys:

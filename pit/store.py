@@ -151,7 +151,7 @@ class Store(Projections, PageQueries):
         self._write_seqs(now)
         for table_id, at in out.heard.items():  # once a table a batch, not a message
             self._state.set(table_id, last_heard=at, silent_since=None)
-        if self.limits.jump_gap_grace:
+        if self.limits.checkpoint_grace:
             self._waits_expired(now, out)
         self._flush()
         return out

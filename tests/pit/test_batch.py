@@ -35,7 +35,7 @@ def _feed(tables: list[SimTable], rounds: int) -> list[Incoming]:
 def _store(url: str, grace: float = 0.0) -> Store:
     return Store(
         url, root=ROOT, default_checkpoint_key=KEY, feed_keys=SimulatedKeys(),
-        limits=Limits(jump_gap_grace=grace),
+        limits=Limits(jump_gap_grace=grace, checkpoint_grace=grace),
     )  # fmt: skip
 
 
