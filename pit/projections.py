@@ -20,7 +20,7 @@ from controller.messages import (
 from pit.db import _ROW_COLUMNS, Incoming, Outcome, TableRow
 from pit.judge import Message
 from pit.record import RecordChecks
-from pit.writes import ALARMS, PLAYERS, ROUNDS
+from pit.writes import ALARMS, MISSING, PLAYERS, ROUNDS
 
 #: Missing seqs reported one by one up to this many per jump (a larger jump is one finding).
 MAX_MISSING = 10_000
@@ -115,6 +115,9 @@ class Projections(RecordChecks):
             state.round_tables.setdefault(rid, set()).add(tid)
         for aid, tid in self._any("SELECT alarm_id, table_id FROM alarms", "alarm_id", alarms):
             state.alarm_tables.setdefault(aid, set()).add(tid)
+        state.open_gaps = {(tid, seq) for tid, seq in self._any(
+            "SELECT table_id, seq FROM missing", "table_id", sorted(state.rows),
+            " AND filled_at IS NULL")}  # fmt: skip
         self._prefetch_checkpoints(marks)
 
     def _prefetch_checkpoints(self, marks: set[tuple[str, int]]) -> None:
@@ -180,7 +183,9 @@ class Projections(RecordChecks):
         now = item.received_at
         # Only a seq the copy already covers can have come before as another message.
         covered = first_seq is not None and high_seq is not None and first_seq <= seq <= high_seq
-        other = None if status or not covered else self._reused(table_id, seq, msg_id)
+        # An open gap holds nothing yet: only the batch's own messages can be there.
+        gap = (table_id, seq) in self._state.open_gaps
+        other = None if status or not covered else self._reused(table_id, seq, msg_id, gap)
         if other is not None:
             self._record_alarm(
                 table_id,
@@ -192,6 +197,7 @@ class Projections(RecordChecks):
             )
             return
         missing: range = range(0)
+        below = False  # a jump below the copy: older seqs may be stored (retained device states)
         if first_seq is None or high_seq is None:
             first_seq = high_seq = seq
         elif seq > high_seq:
@@ -199,23 +205,20 @@ class Projections(RecordChecks):
             high_seq = seq
         elif seq < first_seq:
             missing = range(seq + 1, first_seq)
-            first_seq = seq
-        else:
-            filled = self.x(
-                "UPDATE missing SET filled_at = ? WHERE table_id = ? AND seq = ? "
-                "AND filled_at IS NULL",
-                (now, table_id, seq),
-            ).rowcount
-            if filled:
-                out.gaps_filled.append((table_id, seq))
-        self._report_missing(table_id, missing, now, out, status=status)
+            first_seq, below = seq, True
+        elif gap:  # written at the batch's end
+            self._state.open_gaps.discard((table_id, seq))
+            self._state.fills.append((table_id, seq, now))
+            out.gaps_filled.append((table_id, seq))
+        self._report_missing(table_id, missing, now, out, status=status, below=below)
         self._row_changed(table_id, first_seq=first_seq, high_seq=high_seq)
 
     def _report_missing(
-        self, table_id: str, missing: range, now: float, out: Outcome, *, status: bool
+        self, table_id: str, missing: range, now: float, out: Outcome, *, status: bool, below: bool
     ) -> None:
         """The seqs of ``missing`` the copy lacks, reported (at most MAX_MISSING of them; a
-        larger jump is one ``gap`` record alarm)."""
+        larger jump is one ``gap`` record alarm). Above the copy's highest seq nothing is
+        stored but the batch's own; below its first, the database is asked."""
         if len(missing) > MAX_MISSING:
             self._record_alarm(
                 table_id,
@@ -225,7 +228,7 @@ class Projections(RecordChecks):
                 out,
             )
             missing = range(missing.stop - MAX_MISSING, missing.stop)
-        if missing:  # a seq stored already (an old retained device state) is not missing
+        if missing and below:  # a seq stored already (an old retained device state) is not missing
             present = {
                 r[0]
                 for r in self.all(
@@ -237,20 +240,22 @@ class Projections(RecordChecks):
             batch = self._state.seqs
             missing_seqs = [s for s in missing if s not in present and (table_id, s) not in batch]
         else:
-            missing_seqs = list(missing)
-        for gap in missing_seqs:
-            self.x(
-                "INSERT INTO missing (table_id, seq, reported_at, by_status) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (table_id, seq) DO NOTHING",
-                (table_id, gap, now, int(status)),
-            )
+            batch = self._state.seqs
+            missing_seqs = [s for s in missing if (table_id, s) not in batch]
+        for gap in missing_seqs:  # written at the batch's end (pit.writes)
+            if (table_id, gap) not in self._state.open_gaps:
+                self._state.open_gaps.add((table_id, gap))
+                self._state.add(MISSING, (table_id, gap, now, int(status)))
             out.gaps_reported.append((table_id, gap))
 
-    def _reused(self, table_id: str, seq: int, msg_id: str) -> str | None:
-        """Another message stored at the table's sequenced ``seq`` (by the batch or before)."""
+    def _reused(self, table_id: str, seq: int, msg_id: str, gap: bool) -> str | None:
+        """Another message stored at the table's sequenced ``seq`` (by the batch, or before
+        unless the seq is an open ``gap``)."""
         mine = self._state.seqs.get((table_id, seq))
         if mine is not None and mine != msg_id:
             return mine
+        if gap:
+            return None
         row = self.one(
             "SELECT msg_id FROM messages WHERE table_id = ? AND seq = ? AND sequenced = 1 "
             "AND msg_id <> ? LIMIT 1",

@@ -94,8 +94,15 @@ WAITS = Insert(
      ("noted_at", FLOAT)),
     "ON CONFLICT (table_id, event_id) DO NOTHING",
 )  # fmt: skip
-#: In this order: an alarm's acknowledgement after the alarms; a wait cleared after it is made.
-INSERTS = (MESSAGES, ROUNDS, PLAYERS, ALARMS, CHECKPOINTS, WAITS)
+MISSING = Insert(
+    "missing",
+    (("table_id", TEXT), ("seq", BIGINT), ("reported_at", FLOAT), ("by_status", INTEGER)),
+    "ON CONFLICT (table_id, seq) DO NOTHING",
+)
+#: In this order: an alarm's acknowledgement after the alarms; a wait cleared after it is made;
+#: a gap filled after it is reported.
+INSERTS = (MESSAGES, ROUNDS, PLAYERS, ALARMS, CHECKPOINTS, WAITS, MISSING)
+_FILL_COLUMNS = (("table_id", TEXT), ("seq", BIGINT), ("filled_at", FLOAT))
 
 #: The ``tables`` columns a batch sets, and their types.
 TABLE_COLUMNS = {
@@ -129,6 +136,10 @@ class BatchState:
     #: (table, row) → a checkpoint named there and not held yet: (chain, detail, noted at)
     waits: dict[tuple[str, int], tuple[str, str, float]] = field(default_factory=dict)
     cleared: set[tuple[str, int]] = field(default_factory=set)
+    #: (table, seq) reported missing and not filled (read up front for the batch's tables, and
+    #: reported by it), and those the batch filled: (table, seq, when)
+    open_gaps: set[tuple[str, int]] = field(default_factory=set)
+    fills: list[tuple[str, int, float]] = field(default_factory=list)
     inserts: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
     acks: dict[tuple[str, str], tuple[Any, ...]] = field(default_factory=dict)
     sets: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -153,6 +164,9 @@ class BatchState:
             rows = what.deduplicated(self.inserts.pop(what.table, []))
             if rows:
                 _insert(kind, execute, execute_many, what, rows)
+        if self.fills:
+            _update(kind, execute, execute_many, "missing", _FILL_COLUMNS, 2, sorted(self.fills))
+            self.fills = []
         if self.cleared:
             _delete_waits(kind, execute, execute_many, sorted(self.cleared))
             self.cleared = set()
