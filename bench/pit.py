@@ -143,6 +143,15 @@ class Postgres:
                 "SELECT coalesce(sum(s.calls), 0) FROM pg_stat_statements s "
                 "JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = 'postgres'"
             ).fetchone()
+            keep = os.environ.get("PIT_BENCH_LOGS")  # which statements, for the curious
+            if keep:
+                top = conn.execute(
+                    "SELECT s.calls, left(regexp_replace(s.query, '\\s+', ' ', 'g'), 160) "
+                    "FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid "
+                    "WHERE r.rolname = 'postgres' ORDER BY s.calls DESC LIMIT 25"
+                ).fetchall()
+                lines = "".join(f"{calls}\t{query}\n" for calls, query in top)
+                (Path(keep) / "statements.tsv").write_text(lines)
         return int(row[0]) if row else 0
 
     def reset(self) -> None:
