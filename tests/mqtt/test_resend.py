@@ -51,12 +51,13 @@ async def test_a_lost_range_comes_again_as_the_same_messages(
             validate_message(new)
 
         # Refused with a reason: a range too long, a backwards one, a field that is not a seq.
-        for name, payload, error in [
+        cases: list[tuple[str, dict[str, Any], str]] = [
             ("long", {"from_seq": 1, "to_seq": 1001}, "to_seq must be"),
             ("backwards", {"from_seq": 5, "to_seq": 4}, "to_seq must be"),
             ("zero", {"from_seq": 0, "to_seq": 4}, "from_seq"),
             ("fraction", {"from_seq": 1.5, "to_seq": 2}, "from_seq"),
-        ]:
+        ]
+        for name, payload, error in cases:
             body = {"request_id": name, **payload}
             await sub.client.publish(f"{PREFIX}cmd/resend", json.dumps(body).encode(), qos=1)
             refused = await sub.until(on(f"{PREFIX}reply/resend"))
