@@ -257,6 +257,7 @@ class MqttService:
         #: The badges of the table's supervisors_file; None: no such file (names as typed).
         self.supervisors: frozenset[str] | None = None
         self.rate = CommandRate(120)
+        self.resends = CommandRate(RESEND_PER_MINUTE)  # seqs asked for again
         self._over_reported: datetime | None = None
 
     @property
@@ -617,7 +618,7 @@ class MqttService:
             # Journaled with the command (and an acknowledgement's identity): which key sent it.
             identity = topic if key_id is None else f"{topic} key={key_id}"
             if isinstance(command, Resend):  # the outbox's, not the table's: nothing to decide
-                reply = await _resend(host, identity, command)
+                reply = await _resend(host, identity, command, self.resends)
             else:
                 reply = await self._run(host, identity, command)
         properties = None
@@ -688,11 +689,30 @@ class MqttService:
         return reply
 
 
-async def _resend(host: PublisherHost, identity: str, command: Resend) -> ReplyPayload:
+#: Seqs a table sends again a minute, all ``resend`` commands together: a flood of them (each
+#: may name 1,000) cannot make the table a broker's amplifier, nor hold its live messages back.
+RESEND_PER_MINUTE = 5_000
+
+
+async def _resend(
+    host: PublisherHost, identity: str, command: Resend, budget: CommandRate
+) -> ReplyPayload:
     """A ``resend``: the kept copies of the seqs it names back into the outbox (the drain
-    publishes them, replayed, lowest seq first). Logged, not journaled: it
-    changes nothing the table decided, and a copy it sends again is the journaled message."""
+    publishes them, replayed, lowest seq first), as many as ``budget`` allows now (the rest
+    of the range is asked for again later). Logged, not journaled: it changes nothing the
+    table decided, and a copy it sends again is the journaled message."""
     first, last = command.from_seq, command.to_seq
+    granted = budget.grant(host.clock(), last - first + 1)
+    if not granted:
+        log.warning("resend_refused", by=identity[:200], from_seq=first, to_seq=last)
+        return ReplyPayload(
+            ok=False,
+            error=f"refused: more than {budget.per_minute} seqs a minute asked for again; "
+            "try again shortly",
+            request_id=command.request_id,
+            data=None,
+        )
+    last = first + granted - 1
     queued, oldest = await asyncio.to_thread(host.journal.requeue, first, last)
     if queued:
         host.outbox_changed.set()

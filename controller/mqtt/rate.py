@@ -22,15 +22,20 @@ class CommandRate:
             self.tokens = float(self.per_minute)
 
     def admit(self, now: datetime) -> bool:
+        return self.grant(now, 1) == 1
+
+    def grant(self, now: datetime, wanted: int) -> int:
+        """As many of ``wanted`` as the bucket holds now (0 is counted as refused)."""
         if self._at is not None:
             elapsed = max(0.0, (now - self._at).total_seconds())
             self.tokens = min(float(self.per_minute), self.tokens + elapsed * self.per_minute / 60)
         self._at = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        self.over += 1
-        return False
+        granted = min(wanted, int(self.tokens))
+        if granted < 1:
+            self.over += 1
+            return 0
+        self.tokens -= granted
+        return granted
 
     def take_over(self) -> int:
         """The refusals not yet reported (and zero them)."""

@@ -13,7 +13,7 @@ import pytest
 
 from controller.journal import Journal
 from controller.journal import store as journal_store
-from controller.mqtt.publisher import MqttService
+from controller.mqtt.publisher import RESEND_PER_MINUTE, MqttService
 from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
 from tests.mqtt.conftest import PREFIX, Subscriber, mqtt_section, on, status_is, validate_message
@@ -97,3 +97,30 @@ def test_the_journal_keeps_the_newest_copies_and_requeues_only_what_was_sent(
         assert journal.requeue(6, 10) == (0, 6)  # already waiting: not twice
         journal.ack_many([r.msg_id for r in pending])
         assert journal.outbox_pending() == 0 and journal.requeue(12, 12) == (1, 8)
+
+
+async def test_a_flood_of_resends_cannot_make_the_table_an_amplifier(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    """An adversary who may publish commands (and read the source: 1,000 seqs a command) asks
+    for everything again and again: the table sends at most RESEND_PER_MINUTE seqs a minute,
+    shortening or refusing the rest, and deals on."""
+    service = MqttService()
+    async with (
+        Subscriber(broker.port, [f"{PREFIX}reply/#", f"{PREFIX}status"]) as sub,
+        running_table(tmp_path, services=[service], config_extra=mqtt_section(broker)) as t,
+    ):
+        await sub.until(status_is("online"))
+        assert sub.client is not None
+        for n in range(8):
+            body = {"request_id": f"flood-{n}", "from_seq": 1, "to_seq": 1000}
+            await sub.client.publish(f"{PREFIX}cmd/resend", json.dumps(body).encode(), qos=1)
+        replies = await sub.take(8, lambda m: m.topic == f"{PREFIX}reply/resend")
+        granted = [r.json["data"]["to_seq"] for r in replies if r.json["ok"]]
+        refused = [r.json["error"] for r in replies if not r.json["ok"]]
+        # The minute's budget, and what it refilled while the flood arrived (a few seconds).
+        assert RESEND_PER_MINUTE <= sum(granted) <= RESEND_PER_MINUTE + 500, granted
+        assert granted[:5] == [1000] * 5 and len(granted) + len(refused) == 8
+        assert all("seqs a minute" in e for e in refused)
+        assert refused or granted[-1] < 1000  # the tail shortened or refused
+        await t.deal()  # the table deals on
