@@ -274,7 +274,7 @@ async def answer_resends(port: int, index: int, owners: dict[str, Publisher]) ->
 class PitProcess:
     def __init__(
         self, workdir: Path, broker: int, db_url: str, http: int, tables: list[str],
-        *, index: int = 0, group: str = "",
+        *, index: int = 0, group: str = "", protocol: str = "5",
     ) -> None:  # fmt: skip
         workdir.mkdir(parents=True, exist_ok=True)
         self.http = http
@@ -286,7 +286,7 @@ class PitProcess:
         feed_keys.write_text(sim_keys_text(tables), encoding="utf-8")
         self.config.write_text(
             'log_level = "INFO"\n[site]\nid = "bench"\n'
-            f'[broker]\nport = {broker}\nprotocol = "5"\nclient_id = "pit-bench-{index}"\n'
+            f'[broker]\nport = {broker}\nprotocol = "{protocol}"\nclient_id = "pit-bench-{index}"\n'
             f'batch = 500\nshare_group = "{group}"\n'
             f'[database]\nurl = "{db_url}"\n[record]\ncheckpoint_key_file = "{key}"\n'
             f'feed_keys_file = "{feed_keys}"\n'
@@ -544,7 +544,7 @@ class Run:
         group = "bench" if args.pits > 1 else ""
         self.pits = [
             PitProcess(workdir / f"pit{i}", self.broker.port, self.db_url, free_port(),
-                       self.names, index=i, group=group)
+                       self.names, index=i, group=group, protocol=args.protocol)
             for i in range(args.pits)
         ]  # fmt: skip
         for pit in self.pits:
@@ -869,6 +869,9 @@ def main() -> int:
         help="pits sharing the database (an MQTT 5 shared subscription)",
     )
     parser.add_argument("--database", choices=["postgresql", "sqlite"], default="postgresql")
+    parser.add_argument(
+        "--protocol", choices=["5", "3.1.1"], default="5", help="the pits' MQTT version"
+    )
     parser.add_argument("--quick", action="store_true", help="100 tables for 3 minutes")
     parser.add_argument(
         "--verify-cost",
