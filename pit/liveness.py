@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from controller.messages import RESEND_MAX
 from pit.config import LivenessConfig
 
 if TYPE_CHECKING:
@@ -124,8 +125,6 @@ class Liveness:
 
 #: ``resend`` commands a sweep sends at most (a flood of gaps is asked for over several sweeps).
 RESEND_COMMANDS = 50
-#: The most seqs one ``resend`` names (the table's limit, controller.messages.RESEND_MAX).
-RESEND_MAX = 1000
 
 
 def seq_ranges(seqs: list[int], longest: int) -> list[tuple[int, int]]:

@@ -228,6 +228,7 @@ class Projections(RecordChecks):
                 out,
             )
             missing = range(missing.stop - MAX_MISSING, missing.stop)
+        present: set[int] = set()
         if missing and below:  # a seq stored already (an old retained device state) is not missing
             present = {
                 r[0]
@@ -237,11 +238,8 @@ class Projections(RecordChecks):
                     (table_id, missing.start, missing.stop),
                 )
             }
-            batch = self._state.seqs
-            missing_seqs = [s for s in missing if s not in present and (table_id, s) not in batch]
-        else:
-            batch = self._state.seqs
-            missing_seqs = [s for s in missing if (table_id, s) not in batch]
+        batch = self._state.seqs
+        missing_seqs = [s for s in missing if s not in present and (table_id, s) not in batch]
         for gap in missing_seqs:  # written at the batch's end (pit.writes)
             if (table_id, gap) not in self._state.open_gaps:
                 self._state.open_gaps.add((table_id, gap))
