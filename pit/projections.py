@@ -130,21 +130,52 @@ class Projections(RecordChecks):
                 "table_id", sorted(state.rows),
             ):  # fmt: skip
                 state.waits[tid, row] = (chain, detail, noted)
-        if not marks:
-            return
-        pairs = sorted(marks)
-        sql = "SELECT table_id, event_id, chain, made_at, signature FROM checkpoints WHERE "
-        if self.kind == "postgresql":  # the pairs themselves: every table is at similar rows
-            rows = self.all(
-                sql + "(table_id, event_id) IN (SELECT * FROM unnest(%b::text[], %b::bigint[]))",
-                ([t for t, _ in pairs], [e for _, e in pairs]),
-            )
-        else:
-            values = ", ".join("(?, ?)" for _ in pairs)
-            rows = self.all(sql + f"(table_id, event_id) IN (VALUES {values})",
-                            [v for pair in pairs for v in pair])  # fmt: skip
+        rows = self._pairs(
+            "SELECT table_id, event_id, chain, made_at, signature FROM checkpoints",
+            "event_id", sorted(marks),
+        )  # fmt: skip
         for tid, row, chain, made, sig in rows:
             state.checkpoints.setdefault((tid, row), []).append((chain, made, sig))
+
+    def _pairs(
+        self, sql: str, column: str, pairs: list[tuple[str, int]], tail: str = ""
+    ) -> list[tuple[Any, ...]]:
+        """``sql WHERE (table_id, column) IN pairs tail`` in one statement (none for none):
+        the pairs themselves, as every table is at similar rows and seqs."""
+        if not pairs:
+            return []
+        where = f" WHERE (table_id, {column}) IN "
+        if self.kind == "postgresql":
+            return self.all(
+                sql + where + "(SELECT * FROM unnest(%b::text[], %b::bigint[]))" + tail,
+                ([t for t, _ in pairs], [n for _, n in pairs]),
+            )
+        rows: list[tuple[Any, ...]] = []
+        for at in range(0, len(pairs), 10_000):  # SQLite's bound on a statement's parameters
+            chunk = pairs[at : at + 10_000]
+            values = ", ".join("(?, ?)" for _ in chunk)
+            rows += self.all(f"{sql}{where}(VALUES {values}){tail}",
+                             [v for pair in chunk for v in pair])  # fmt: skip
+        return rows
+
+    def _unreport_stored(self, out: Outcome) -> None:
+        """The gaps the batch reported above a table's copy, checked at once against what is
+        stored: a retained message stored before the copy began may lie there (its copy would
+        come as a duplicate and never fill it). Those are no gap after all."""
+        state = self._state
+        if not state.unchecked:
+            return
+        pairs, state.unchecked = sorted(state.unchecked), set()
+        stored = {(t, s) for t, s in self._pairs(
+            "SELECT table_id, seq FROM messages", "seq", pairs, " AND sequenced = 1")}  # fmt: skip
+        if not stored:
+            return
+        state.open_gaps -= stored
+        rows = state.inserts.get(MISSING.table, [])
+        state.inserts[MISSING.table] = [r for r in rows if (r[0], r[1]) not in stored]
+        state.fills = [f for f in state.fills if (f[0], f[1]) not in stored]
+        out.gaps_reported = [g for g in out.gaps_reported if g not in stored]
+        out.gaps_filled = [g for g in out.gaps_filled if g not in stored]
 
     def _table_row(self, table_id: str, prefix: str, now: float) -> TableRow:
         """The table's bookkeeping row as the batch left it; read (made when new, locked on
@@ -217,8 +248,7 @@ class Projections(RecordChecks):
         self, table_id: str, missing: range, now: float, out: Outcome, *, status: bool, below: bool
     ) -> None:
         """The seqs of ``missing`` the copy lacks, reported (at most MAX_MISSING of them; a
-        larger jump is one ``gap`` record alarm). Above the copy's highest seq nothing is
-        stored but the batch's own; below its first, the database is asked."""
+        larger jump is one ``gap`` record alarm)."""
         if len(missing) > MAX_MISSING:
             self._record_alarm(
                 table_id,
@@ -228,8 +258,10 @@ class Projections(RecordChecks):
                 out,
             )
             missing = range(missing.stop - MAX_MISSING, missing.stop)
+        # A seq stored already (an old retained device state) is not missing: below the copy
+        # the database is asked now; above it, once for the batch (:meth:`_unreport_stored`).
         present: set[int] = set()
-        if missing and below:  # a seq stored already (an old retained device state) is not missing
+        if missing and below:
             present = {
                 r[0]
                 for r in self.all(
@@ -238,13 +270,17 @@ class Projections(RecordChecks):
                     (table_id, missing.start, missing.stop),
                 )
             }
-        batch = self._state.seqs
-        missing_seqs = [s for s in missing if s not in present and (table_id, s) not in batch]
-        for gap in missing_seqs:  # written at the batch's end (pit.writes)
-            if (table_id, gap) not in self._state.open_gaps:
-                self._state.open_gaps.add((table_id, gap))
-                self._state.add(MISSING, (table_id, gap, now, int(status)))
-            out.gaps_reported.append((table_id, gap))
+        state = self._state
+        for gap in missing:  # written at the batch's end (pit.writes)
+            key = (table_id, gap)
+            if gap in present or key in state.seqs:
+                continue
+            if key not in state.open_gaps:
+                state.open_gaps.add(key)
+                state.add(MISSING, (table_id, gap, now, int(status)))
+                if not below:
+                    state.unchecked.add(key)
+            out.gaps_reported.append(key)
 
     def _reused(self, table_id: str, seq: int, msg_id: str, gap: bool) -> str | None:
         """Another message stored at the table's sequenced ``seq`` (by the batch, or before

@@ -153,6 +153,7 @@ class Store(Projections, PageQueries):
             self._state.set(table_id, last_heard=at, silent_since=None)
         if self.limits.checkpoint_grace:
             self._waits_expired(now, out)
+        self._unreport_stored(out)
         self._flush()
         return out
 
@@ -167,6 +168,7 @@ class Store(Projections, PageQueries):
         self.x("SAVEPOINT msg")
         try:
             self._one(item, verdict, part)
+            self._unreport_stored(part)
             self._flush()
         except Exception as exc:
             if database_down(exc):

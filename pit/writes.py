@@ -140,6 +140,8 @@ class BatchState:
     #: reported by it), and those the batch filled: (table, seq, when)
     open_gaps: set[tuple[str, int]] = field(default_factory=set)
     fills: list[tuple[str, int, float]] = field(default_factory=list)
+    #: gaps reported above a copy, to be checked against what is stored before they are written
+    unchecked: set[tuple[str, int]] = field(default_factory=set)
     inserts: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
     acks: dict[tuple[str, str], tuple[Any, ...]] = field(default_factory=dict)
     sets: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -5,6 +5,7 @@ the strict path's verdicts, with the same reasons."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -95,6 +96,27 @@ def test_gaps_reported_and_filled_cost_a_bounded_number_of_statements(db_url: st
     assert store.counts()["gaps_open"] == 0 and store.counts()["gaps_reported"] == len(
         out.gaps_reported
     )
+    store.close()
+
+
+@pytest.mark.parametrize("together", [True, False])
+def test_a_stored_retained_message_above_the_copy_is_no_gap(db_url: str, together: bool) -> None:
+    """A retained message stored before the copy began (the broker's old device state) lies
+    above the first seqs the pit then gets: a later jump over it reports the seqs really
+    missing, not the one stored (which would never fill: its copy is a duplicate). In one
+    batch and in three."""
+    migrate(db_url)
+    table = SimTable("R001", key=KEY, seed=3)
+    feed = [m for m in _feed([table], 3) if json.loads(m.payload)["schema"] != "paigow.status"]
+    seq = {json.loads(m.payload)["seq"]: m for m in feed}
+    retained = dataclasses.replace(seq[5], retained=True)
+    batches = [[retained, seq[3], seq[7]]] if together else [[retained], [seq[3]], [seq[7]]]
+    store = _store(db_url)
+    reported = [g for b in batches for g in store.ingest(b).gaps_reported]
+    assert sorted(reported) == [("R001", 4), ("R001", 6)]
+    filled = store.ingest([seq[4], seq[6]])
+    assert sorted(filled.gaps_filled) == [("R001", 4), ("R001", 6)]
+    assert store.counts()["gaps_open"] == 0
     store.close()
 
 
