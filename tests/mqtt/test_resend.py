@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
+from controller.clock import utc_now
 from controller.journal import Journal
 from controller.journal import store as journal_store
 from controller.mqtt.publisher import RESEND_PER_MINUTE, MqttService
+from controller.mqtt.signing import sign
 from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
 from tests.mqtt.conftest import PREFIX, Subscriber, mqtt_section, on, status_is, validate_message
@@ -124,3 +126,49 @@ async def test_a_flood_of_resends_cannot_make_the_table_an_amplifier(
         assert all("seqs a minute" in e for e in refused)
         assert refused or granted[-1] < 1000  # the tail shortened or refused
         await t.deal()  # the table deals on
+
+
+async def test_with_signed_commands_only_a_signed_resend_for_this_table_runs(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    """An adversary on the broker, with the source: unsigned, signed with another key, signed
+    for another table, or a signed one replayed — each refused with its reason, nothing
+    published again; the casino's own signed resend runs."""
+    key, other = bytes(range(32)), bytes(range(1, 33))
+    keys = tmp_path / "command-keys"
+    keys.write_text(f"cms-1 hmac-sha256 {key.hex()}\n")
+    keys.chmod(0o600)
+
+    def signed(request_id: str, secret: bytes = key, table: str = "PG-T1") -> bytes:
+        body = {"request_id": request_id, "from_seq": 1, "to_seq": 50}
+        return json.dumps(sign(secret, "cms-1", "resend", body, utc_now(), table_id=table)).encode()
+
+    extra = mqtt_section(broker, f'command_keys_file = "{keys}"')
+    service = MqttService()
+    async with (
+        Subscriber(broker.port, [f"{PREFIX}reply/#", f"{PREFIX}round"]) as sub,
+        running_table(tmp_path / "t", services=[service], config_extra=extra) as t,
+    ):
+        await service.connected.wait()
+        await t.deal()
+        await sub.until(on(f"{PREFIX}round"))
+        assert sub.client is not None
+        attacks = [
+            (b'{"request_id": "u-1", "from_seq": 1, "to_seq": 50}', "not signed"),
+            (signed("k-1", secret=other), "signature"),
+            (signed("t-1", table="PG-T9"), "PG-T9"),
+        ]
+        for body, error in attacks:
+            await sub.client.publish(f"{PREFIX}cmd/resend", body, qos=1)
+            reply = await sub.until(on(f"{PREFIX}reply/resend"))
+            assert not reply.json["ok"] and error in reply.json["error"], reply.json
+        good = signed("s-1")
+        await sub.client.publish(f"{PREFIX}cmd/resend", good, qos=1)
+        reply = await sub.until(on(f"{PREFIX}reply/resend"))
+        assert reply.json["ok"] and reply.json["data"]["queued"] >= 1, reply.json
+        again = await sub.until(on(f"{PREFIX}round"))
+        assert again.json["replayed"] is True
+        await sub.client.publish(f"{PREFIX}cmd/resend", good, qos=1)  # the same, replayed
+        replayed = await sub.until(on(f"{PREFIX}reply/resend"))
+        assert not replayed.json["ok"] and "replay" in replayed.json["error"], replayed.json
+    assert sum(1 for m in sub.received if m.topic == f"{PREFIX}round") == 2  # once, once again
