@@ -305,7 +305,8 @@ class MqttConfig(_Model):
         default=60.0, ge=5, le=3600, description="seconds a signed command's issued_at may be off"
     )
     unsigned_read_only: bool = Field(
-        default=True, description="accept status_request unsigned when commands are signed"
+        default=True,
+        description="accept status_request and resend unsigned when commands are signed",
     )
     reply_prefixes: list[str] = Field(
         default_factory=list,

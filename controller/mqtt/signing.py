@@ -44,7 +44,11 @@ if TYPE_CHECKING:
         Ed25519PublicKey,
     )
 
-READ_ONLY = frozenset({"status_request"})
+#: Commands that change nothing the table decided and only make it publish what it has (its
+#: status; copies of messages it sent, within the resend budget): unsigned when
+#: ``unsigned_read_only``, so a pit without a command key may probe and ask for lost seqs
+#: without its refusals raising the table's command_refused alarm.
+READ_ONLY = frozenset({"status_request", "resend"})
 AUTH_FIELDS = ("key_id", "issued_at", "signature")
 #: The body field naming the table a command is for; a signed command must carry it.
 TABLE_FIELD = "table_id"

@@ -15,7 +15,7 @@ from controller.clock import utc_now
 from controller.journal import Journal
 from controller.journal import store as journal_store
 from controller.mqtt.publisher import RESEND_PER_MINUTE, MqttService
-from controller.mqtt.signing import sign
+from controller.mqtt.signing import CommandVerifier, SignatureRefused, sign
 from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
 from tests.mqtt.conftest import PREFIX, Subscriber, mqtt_section, on, status_is, validate_message
@@ -131,9 +131,10 @@ async def test_a_flood_of_resends_cannot_make_the_table_an_amplifier(
 async def test_with_signed_commands_only_a_signed_resend_for_this_table_runs(
     broker: Mosquitto, tmp_path: Path
 ) -> None:
-    """An adversary on the broker, with the source: unsigned, signed with another key, signed
-    for another table, or a signed one replayed — each refused with its reason, nothing
-    published again; the casino's own signed resend runs."""
+    """An adversary on the broker, with the source: unsigned (on a table that requires even
+    read-only commands signed), signed with another key, signed for another table, or a signed
+    one replayed — each refused with its reason, nothing published again; the casino's own
+    signed resend runs."""
     key, other = bytes(range(32)), bytes(range(1, 33))
     keys = tmp_path / "command-keys"
     keys.write_text(f"cms-1 hmac-sha256 {key.hex()}\n")
@@ -143,7 +144,7 @@ async def test_with_signed_commands_only_a_signed_resend_for_this_table_runs(
         body = {"request_id": request_id, "from_seq": 1, "to_seq": 50}
         return json.dumps(sign(secret, "cms-1", "resend", body, utc_now(), table_id=table)).encode()
 
-    extra = mqtt_section(broker, f'command_keys_file = "{keys}"')
+    extra = mqtt_section(broker, f'command_keys_file = "{keys}"', "unsigned_read_only = false")
     service = MqttService()
     async with (
         Subscriber(broker.port, [f"{PREFIX}reply/#", f"{PREFIX}round"]) as sub,
@@ -172,3 +173,20 @@ async def test_with_signed_commands_only_a_signed_resend_for_this_table_runs(
         replayed = await sub.until(on(f"{PREFIX}reply/resend"))
         assert not replayed.json["ok"] and "replay" in replayed.json["error"], replayed.json
     assert sum(1 for m in sub.received if m.topic == f"{PREFIX}round") == 2  # once, once again
+
+
+@pytest.mark.parametrize("unsigned_read_only", [True, False])
+def test_an_unsigned_resend_is_read_only_like_a_status_request(unsigned_read_only: bool) -> None:
+    """A pit without a command key may ask a table that signs its commands for lost seqs, as
+    it may probe it, unless the table requires even those signed: then it is refused (and so
+    is a probe), not taken."""
+    verifier = CommandVerifier(
+        {"cms-1": bytes(range(32))}, clock=utc_now, table_id="PG-T1",
+        unsigned_read_only=unsigned_read_only,
+    )  # fmt: skip
+    for kind, body in [("resend", {"from_seq": 1, "to_seq": 9}), ("status_request", {})]:
+        if unsigned_read_only:
+            assert verifier.verify(kind, dict(body)) == body
+        else:
+            with pytest.raises(SignatureRefused, match="not signed"):
+                verifier.verify(kind, dict(body))
