@@ -63,9 +63,10 @@ wheel: deb-tools
 	packaging/build-package --wheel-only dist
 
 # python3-venv: for .venv, and for the .deb's venv made by Debian's python3 (tests/packaging too);
-# binutils: strip; lintian: the package's own check (tests/packaging/test_deb.py).
+# binutils: strip; lintian: the package's own check (tests/packaging/test_deb.py); libsodium23:
+# the pit's fast signature check, which the package recommends (pit/sodium.py).
 deb-tools:
-	for p in python3-venv binutils lintian; do \
+	for p in python3-venv binutils lintian libsodium23; do \
 	  dpkg-query -W -f '$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	[ -z "$$missing" ] || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 $$missing)

@@ -274,7 +274,7 @@ async def answer_resends(port: int, index: int, owners: dict[str, Publisher]) ->
 class PitProcess:
     def __init__(
         self, workdir: Path, broker: int, db_url: str, http: int, tables: list[str],
-        *, index: int = 0, group: str = "", protocol: str = "5",
+        *, index: int = 0, group: str = "", protocol: str = "5", batch_wait: float = 0.1,
     ) -> None:  # fmt: skip
         workdir.mkdir(parents=True, exist_ok=True)
         self.http = http
@@ -287,7 +287,7 @@ class PitProcess:
         self.config.write_text(
             'log_level = "INFO"\n[site]\nid = "bench"\n'
             f'[broker]\nport = {broker}\nprotocol = "{protocol}"\nclient_id = "pit-bench-{index}"\n'
-            f'batch = 500\nshare_group = "{group}"\n'
+            f'batch = 500\nbatch_wait = {batch_wait}\nshare_group = "{group}"\n'
             f'[database]\nurl = "{db_url}"\n[record]\ncheckpoint_key_file = "{key}"\n'
             f'feed_keys_file = "{feed_keys}"\n'
             f'[web]\nhost = "127.0.0.1"\nport = {http}\n'
@@ -295,6 +295,7 @@ class PitProcess:
         self.log = workdir / "pit.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.cpu = 0.0
+        self.threads: dict[str, float] = {}  # CPU seconds by thread, over every run
         self.rss_max = 0
 
     def start(self) -> None:
@@ -312,24 +313,45 @@ class PitProcess:
             pid = self.proc.pid
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             self._live_cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            self._live_threads = self._threads(pid)
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     self.rss_max = max(self.rss_max, int(line.split()[1]) * 1024)
 
     _live_cpu = 0.0
+    _live_threads: dict[str, float] = {}  # noqa: RUF012 (replaced, never changed in place)
 
-    def kill(self) -> None:
+    @staticmethod
+    def _threads(pid: int) -> dict[str, float]:
+        """CPU seconds by thread, named as the pit names them (``pit.db.name_thread``; the
+        main thread, which runs the event loop: ``event-loop``)."""
+        out: dict[str, float] = {}
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                name = "event-loop" if task.name == str(pid) else (task / "comm").read_text()
+                name = name.strip() if name.startswith("pit-") or name == "event-loop" else "other"
+                cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                out[name] = out.get(name, 0.0) + cpu
+        return out
+
+    def _bank(self) -> None:
+        """The live process's CPU into the totals (before it is killed or stopped)."""
         self.sample()
         self.cpu += self._live_cpu
         self._live_cpu = 0.0
+        for name, cpu in self._live_threads.items():
+            self.threads[name] = self.threads.get(name, 0.0) + cpu
+        self._live_threads = {}
+
+    def kill(self) -> None:
+        self._bank()
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
 
     def stop(self) -> None:
-        self.sample()
-        self.cpu += self._live_cpu
-        self._live_cpu = 0.0
+        self._bank()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -544,7 +566,8 @@ class Run:
         group = "bench" if args.pits > 1 else ""
         self.pits = [
             PitProcess(workdir / f"pit{i}", self.broker.port, self.db_url, free_port(),
-                       self.names, index=i, group=group, protocol=args.protocol)
+                       self.names, index=i, group=group, protocol=args.protocol,
+                       batch_wait=args.batch_wait)
             for i in range(args.pits)
         ]  # fmt: skip
         for pit in self.pits:
@@ -718,6 +741,11 @@ def verdict(
     every = [v for _, v in r.latencies]
     cpu = sum(p.cpu for p in r.pits)
     db_rounds = counts["rounds"]
+    names = sorted({n for p in r.pits for n in p.threads})
+    by_thread = {
+        n: round(sum(p.threads.get(n, 0.0) for p in r.pits) / max(1, total_messages) * 1000, 3)
+        for n in names
+    }
     return {
         "tables": len(expected),
         "pits": len(r.pits),
@@ -744,6 +772,7 @@ def verdict(
         "pit_cpu_s": round(cpu, 1),
         "pit_cpu_percent": round(100 * cpu / ingest_s, 1),
         "pit_cpu_ms_per_message": round(cpu / max(1, total_messages) * 1000, 3),
+        "pit_cpu_ms_by_thread": by_thread,
         "pit_rss_max_mb": round(max(p.rss_max for p in r.pits) / 2**20, 1),
     }
 
@@ -871,6 +900,9 @@ def main() -> int:
     parser.add_argument("--database", choices=["postgresql", "sqlite"], default="postgresql")
     parser.add_argument(
         "--protocol", choices=["5", "3.1.1"], default="5", help="the pits' MQTT version"
+    )
+    parser.add_argument(
+        "--batch-wait", type=float, default=0.1, help="the pits' [broker] batch_wait (s)"
     )
     parser.add_argument("--quick", action="store_true", help="100 tables for 3 minutes")
     parser.add_argument(

@@ -49,6 +49,13 @@ class BrokerConfig(_Model):
     cert_file: Path | None = None
     key_file: Path | None = None
     batch: int = Field(200, ge=1, le=5000, description="messages committed per transaction")
+    batch_wait: float = Field(
+        0.1,
+        ge=0,
+        le=2,
+        description="seconds a batch waits for more messages after its first (fewer, fuller "
+        "transactions: the pit's CPU a message; 0: take what has arrived)",
+    )
     max_message_bytes: int = Field(
         256 * 1024, ge=4096, le=16 * 1024 * 1024, description="a larger message is a reject"
     )

@@ -33,7 +33,13 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel, ValidationError
 
-from controller.feed_signature import SIG_FIELD, FeedSignatureError, key_id, verify_envelope
+from controller.feed_signature import (
+    SIG_FIELD,
+    FeedSignatureError,
+    key_id,
+    public_bytes,
+    verify_envelope,
+)
 from controller.messages import (
     AlarmAckPayload,
     AlarmPayload,
@@ -44,6 +50,7 @@ from controller.messages import (
     RoundPayload,
     StatusPayload,
 )
+from pit import sodium
 
 #: The payload model of each schema the feed carries (version 1).
 PAYLOADS: dict[str, type[BaseModel]] = {
@@ -327,15 +334,42 @@ def _fast(
         return None
     kid = tail.group(1).decode("ascii")
     key = (keys_of(topic_table) or {}).get(kid)
-    if key is None or key_id(key) != kid:
+    if key is None:
         return None
-    try:
-        key.verify(bytes.fromhex(tail.group(2).decode("ascii")), signed_bytes)
-    except InvalidSignature:
+    raw = _raw_key(key)
+    if raw is None or key_id(raw) != kid:
         return None
+    signature = bytes.fromhex(tail.group(2).decode("ascii"))
+    if _SODIUM is not None:
+        if not _SODIUM(raw, signature, signed_bytes):
+            return None
+    else:
+        try:
+            key.verify(signature, signed_bytes)
+        except InvalidSignature:
+            return None
     if _nests_deeper(signed_bytes, max_depth):
         return None
     return data
+
+
+_SODIUM = sodium.verifier()
+#: Each registered key's raw bytes, by the key object (kept, so its id is not reused).
+_RAW_KEYS: dict[int, tuple[Ed25519PublicKey, bytes]] = {}
+
+
+def _raw_key(key: Ed25519PublicKey) -> bytes | None:
+    kept = _RAW_KEYS.get(id(key))
+    if kept is not None and kept[0] is key:
+        return kept[1]
+    if len(_RAW_KEYS) > 100_000:  # keys files read again and again: a bound, not a leak
+        _RAW_KEYS.clear()
+    try:
+        raw = public_bytes(key)
+    except Exception:  # not an Ed25519 key as cryptography makes them
+        return None
+    _RAW_KEYS[id(key)] = (key, raw)
+    return raw
 
 
 def read(

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from pit.db import name_thread
 from pit.store import Store
 
 T = TypeVar("T")
@@ -17,7 +18,9 @@ T = TypeVar("T")
 class PageDatabase:
     def __init__(self, make_store: Callable[[], Store]) -> None:
         self.make_store = make_store
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pit-web-db")
+        self._executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="pit-web-db", initializer=name_thread("pit-page-db")
+        )
         self._store: Store | None = None
         self._probe: asyncio.Future[Any] | None = None
 

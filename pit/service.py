@@ -10,6 +10,7 @@ it stands for, and the count starts again once the link is back.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -188,6 +189,12 @@ async def run_pit(config: PitConfig, ready: Callable[[Pit], None] | None = None)
     except PitConfigError as exc:
         print(f"pit: {exc}", file=sys.stderr)
         return 78  # EX_CONFIG, which the unit does not restart on
+    # What the program built to start (modules, schemas, the page's app: several hundred
+    # thousand objects that live as long as it does) leaves the cyclic collector's reach: each
+    # full collection walked all of it again, about once a second at 2,000 tables, a tenth of
+    # the pit's CPU a message (issue 31, docs/performance.md §6). Garbage is still freed.
+    gc.collect()
+    gc.freeze()
     task = asyncio.create_task(pit.run(stop))
     if ready is not None:
         # READY once subscribed and listening; a stop before that (a broker that never

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from pit import judge
 from pit.simfeed import SimTable, SimulatedKeys, sim_signer, wire
@@ -208,15 +209,45 @@ def _cases() -> list[tuple[str, bytes]]:
         ("spaces: not the signed bytes, the same message", spaced),
         ("another table's topic", good.replace(b"F01", b"F02")),
         ("a forged signature", good[:-20] + b"0" * 17 + b'"}}'),
+        ("the signature's S plus the group order (malleated)", _malleated(good)),
+        ("signed exactly, by another key", _signed_by_another(canonical)),
     ]  # fmt: skip
 
 
+#: The order of Ed25519's base point: a signature whose S is S + L verifies on a lax verifier.
+_L = 2**252 + 27742317777372353535851937790883648493
+
+
+def _malleated(good: bytes) -> bytes:
+    at = good.rindex(b'"value":"') + len(b'"value":"')
+    sig = bytes.fromhex(good[at : at + 128].decode())
+    s = int.from_bytes(sig[32:], "little") + _L
+    return good[:at] + (sig[:32] + s.to_bytes(32, "little")).hex().encode() + good[at + 128 :]
+
+
+def _signed_by_another(canonical: bytes) -> bytes:
+    """Canonical bytes signed by another key, under the registered key's id."""
+    from controller.feed_signature import key_id
+
+    other = Ed25519PrivateKey.generate()
+    kid = key_id(sim_signer("F01").public_key)
+    sig = {"alg": "ed25519", "key_id": kid, "value": other.sign(canonical).hex()}
+    return canonical[:-1] + b',"sig":' + json.dumps(sig, separators=(",", ":")).encode() + b"}"
+
+
+@pytest.mark.parametrize("verifier", ["libsodium", "cryptography"])
 @pytest.mark.parametrize("name", [name for name, _ in _cases()])
 def test_the_fast_path_gives_the_strict_paths_verdict(
-    name: str, monkeypatch: pytest.MonkeyPatch
+    name: str, verifier: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each case, its fast path checking signatures with libsodium (pit.sodium) or with
+    cryptography (where libsodium is not installed), against the strict path alone."""
     payload = dict(_cases())[name]
     keys = SimulatedKeys()
+    if verifier == "libsodium":
+        assert judge._SODIUM is not None, "libsodium23 is installed by make deb-tools"
+    else:
+        monkeypatch.setattr(judge, "_SODIUM", None)
 
     def verdict() -> tuple[str, Any]:
         try:
@@ -230,6 +261,8 @@ def test_the_fast_path_gives_the_strict_paths_verdict(
     assert fast == verdict()
     if name == "as the table signs it":
         assert fast[0] == "stored"
+    if name.startswith(("the signature's S", "signed exactly, by another")):
+        assert fast == ("refused", (fast[1][0], "forged")), fast
     if name == "a member twice, signed as it is":
         assert fast == ("refused", ("a JSON object names a member twice (which one was "
                                     "signed?)", None))  # fmt: skip
