@@ -93,6 +93,22 @@ class _Client(aiomqtt.Client):
         self.session_present = bool(getattr(flags, "session_present", False))
         super()._on_connect(client, userdata, flags, *args)
 
+    def queued(self, most: int) -> list[aiomqtt.Message]:
+        """Up to ``most`` of the messages that have arrived, without waiting: aiomqtt's
+        iterator makes a task and an ``asyncio.wait`` for each message even when it is
+        already there (issue 31). Where its queue is not where aiomqtt 2.5 keeps it: none
+        (the caller takes them through the iterator)."""
+        queue = getattr(self, "_queue", None)
+        out: list[aiomqtt.Message] = []
+        if not isinstance(queue, asyncio.Queue):
+            return out
+        while len(out) < most:
+            try:
+                out.append(queue.get_nowait())
+            except asyncio.QueueEmpty:
+                break
+        return out
+
 
 class Ingest:
     """Runs until ``stop`` is set; ``on_batch`` hears every committed batch."""
@@ -289,6 +305,7 @@ class Ingest:
                 # once) is most of a message's when batches are a few messages: wait for more
                 # (issue 31: at 2,000 tables batches of ~10 became ~80). A stop cuts it short.
                 await asyncio.wait({stopper}, timeout=linger)
+            batch += client.queued(limit - len(batch))
             while len(messages) and len(batch) < limit:
                 batch.append(await anext(messages))
             await self._store_batch(client, batch)
@@ -345,9 +362,9 @@ _PUBACK = struct.Struct("!BBH")  # PUBACK, remaining length 2, packet id (MQTT 3
 def acknowledge(client: aiomqtt.Client, acks: list[tuple[int, int]]) -> None:
     """The acknowledgements of a committed batch's messages (packet id, QoS), in the order
     they arrived (MQTT requires it). QoS 1 ones, all the pit subscribes with, go in one write:
-    paho sends each PUBACK alone (a wake-up of its own and a TCP segment each, with
-    ``TCP_NODELAY``), about a tenth of the event loop's time a message at 2,000 tables (issue
-    31). An MQTT 5 PUBACK of reason Success without properties is these 4 bytes too (MQTT 5
+    paho sends each PUBACK alone (a write of its own, a wake-up byte on its socket pair, and
+    a TCP segment each with ``TCP_NODELAY``: the broker reads each alone too; issue 31). An
+    MQTT 5 PUBACK of reason Success without properties is these 4 bytes too (MQTT 5
     §3.4.2.1). A QoS 2 message, or a paho without that packet queue (not 2.x), goes through
     paho's ``ack``, one at a time."""
     paho = client._client

@@ -336,9 +336,10 @@ def _fast(
     key = (keys_of(topic_table) or {}).get(kid)
     if key is None:
         return None
-    raw = _raw_key(key)
-    if raw is None or key_id(raw) != kid:
+    known = _raw_key(key)
+    if known is None or known[1] != kid:
         return None
+    raw = known[0]
     signature = bytes.fromhex(tail.group(2).decode("ascii"))
     if _SODIUM is not None:
         if not _SODIUM(raw, signature, signed_bytes):
@@ -354,22 +355,23 @@ def _fast(
 
 
 _SODIUM = sodium.verifier()
-#: Each registered key's raw bytes, by the key object (kept, so its id is not reused).
-_RAW_KEYS: dict[int, tuple[Ed25519PublicKey, bytes]] = {}
+#: Each registered key's raw bytes and key id, by the key object (kept, so its id is not
+#: reused): not a SHA-256 a message.
+_RAW_KEYS: dict[int, tuple[Ed25519PublicKey, bytes, str]] = {}
 
 
-def _raw_key(key: Ed25519PublicKey) -> bytes | None:
+def _raw_key(key: Ed25519PublicKey) -> tuple[bytes, str] | None:
     kept = _RAW_KEYS.get(id(key))
     if kept is not None and kept[0] is key:
-        return kept[1]
+        return kept[1], kept[2]
     if len(_RAW_KEYS) > 100_000:  # keys files read again and again: a bound, not a leak
         _RAW_KEYS.clear()
     try:
         raw = public_bytes(key)
     except Exception:  # not an Ed25519 key as cryptography makes them
         return None
-    _RAW_KEYS[id(key)] = (key, raw)
-    return raw
+    _RAW_KEYS[id(key)] = (key, raw, key_id(raw))
+    return raw, key_id(raw)
 
 
 def read(
