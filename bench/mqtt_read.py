@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pit.ingest import _Client, acknowledge
 from pit.paho_lean import LeanProperties
+from pit.service import GC_YOUNG
 from simulators.mosquitto import Mosquitto
 
 PUBLISH = """
@@ -122,6 +123,7 @@ def main() -> int:
     args = parser.parse_args()
     gc.collect()
     gc.freeze()  # as the pit does once it has started (pit.service.run_pit)
+    gc.set_threshold(GC_YOUNG, 10, 10)
     print(json.dumps(asyncio.run(run(args)), separators=(",", ":")), flush=True)
     return 0
 

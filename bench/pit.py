@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import math
@@ -59,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.mqtt.client import Client
 from controller.mqtt.wire import NODELAY
+from pit.service import GC_YOUNG
 from pit.simfeed import SimTable, sim_keys_text, wire
 from pit.store import Store, parse_time
 from simulators.mosquitto import Mosquitto, free_port, with_parent
@@ -777,7 +779,9 @@ def verdict(
     }
 
 
-def ingest_cost(n: int, database: str, url: str, batch: int = 200) -> dict[str, Any]:
+def ingest_cost(
+    n: int, database: str, url: str, batch: int = 200, *, freeze: bool = True
+) -> dict[str, Any]:
     """Messages a second, CPU ms and database statements a message of ``Store.ingest`` (the
     pit's whole ingest but MQTT) on ``n`` simulated messages of 50 tables, in batches."""
     from pit.simfeed import SimulatedKeys
@@ -812,6 +816,10 @@ def ingest_cost(n: int, database: str, url: str, batch: int = 200) -> dict[str, 
             for t in tables:
                 feed += t.next_round(now)
         items = [Incoming(topic, wire(body), False, time.time()) for topic, body in feed[:n]]
+        gc.collect()
+        if freeze:  # as the pit does once it has started (pit.service.run_pit)
+            gc.freeze()
+            gc.set_threshold(GC_YOUNG, 10, 10)
         wall, cpu = time.perf_counter(), time.process_time()
         stored = 0
         for i in range(0, n, batch):
@@ -825,13 +833,14 @@ def ingest_cost(n: int, database: str, url: str, batch: int = 200) -> dict[str, 
         "messages": n,
         "stored": stored,
         "batch": batch,
+        "gc": "freeze" if freeze else "default",
         "messages_per_s": round(n / wall, 1),
         "pit_cpu_ms_per_message": round(cpu / n * 1000, 3),
         "db_statements_per_message": round(statements / n, 2),
     }
 
 
-def verify_cost(n: int) -> dict[str, Any]:
+def verify_cost(n: int, *, freeze: bool = True) -> dict[str, Any]:
     """CPU per message of the pit's judging (``pit.judge.read``: bounds, parse, values,
     signature, envelope, schema) of ``n`` simulated feed messages, and of the signature check
     alone (``verify_envelope`` on the parsed message), best of three passes."""
@@ -848,6 +857,10 @@ def verify_cost(n: int) -> dict[str, Any]:
             feed += [(t.table_id, wire(b)) for _, b in t.next_round(now)]
     feed = feed[:n]
     parsed = [(tid, json.loads(raw)) for tid, raw in feed]
+    gc.collect()
+    if freeze:  # as the pit does once it has started (pit.service.run_pit)
+        gc.freeze()
+        gc.set_threshold(GC_YOUNG, 10, 10)
 
     def best(fn: Any) -> float:
         times = []
@@ -861,12 +874,34 @@ def verify_cost(n: int) -> dict[str, Any]:
     verify_ms = best(
         lambda: [verify_envelope(d, keys.for_table(tid) or {}, table_id=tid) for tid, d in parsed]
     )
+    # The fast path's check alone, over the signed bytes: libsodium (pit.sodium) and
+    # cryptography (OpenSSL), the same triples.
+    from controller.feed_signature import public_bytes
+    from pit import sodium
+
+    triples = []
+    for tid, raw in feed:
+        cut = raw.rindex(b',"sig":')
+        signed = raw[:cut] + b"}"
+        value = json.loads(raw[cut + 7 : -1])["value"]
+        key = next(iter((keys.for_table(tid) or {}).values()))
+        triples.append((key, public_bytes(key), bytes.fromhex(value), signed))
+    libsodium = sodium.verifier()
+    sodium_ms = (
+        best(lambda: [libsodium(r, g, m) for _, r, g, m in triples])
+        if libsodium is not None
+        else None
+    )
+    openssl_ms = best(lambda: [k.verify(g, m) for k, _, g, m in triples])
     return {
         "messages": n,
+        "gc": "freeze" if freeze else "default",
         "mean_bytes": round(sum(len(r) for _, r in feed) / n),
         "judge_read_ms_per_message": round(read_ms, 4),
         "verify_ms_per_message": round(verify_ms, 4),
         "verify_share_of_judging": round(verify_ms / read_ms, 2),
+        "libsodium_verify_ms": round(sodium_ms, 4) if sodium_ms is not None else None,
+        "cryptography_verify_ms": round(openssl_ms, 4),
     }
 
 
@@ -922,13 +957,26 @@ def main() -> int:
         "into --database (sqlite: a temporary file; postgresql: --database-url), and exit",
     )
     parser.add_argument("--database-url", default="", help="for --ingest-cost postgresql")
+    parser.add_argument("--batch", type=int, default=200, help="for --ingest-cost")
+    parser.add_argument(
+        "--gc",
+        choices=["freeze", "default"],
+        default="freeze",
+        help="for --ingest-cost and --verify-cost: the collector frozen after the setup, as in "
+        "the pit, or Python's default",
+    )
     args = parser.parse_args()
+    keep = os.environ.get("PIT_BENCH_LOGS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
     if args.ingest_cost:
-        figures = ingest_cost(args.ingest_cost, args.database, args.database_url)
+        figures = ingest_cost(args.ingest_cost, args.database, args.database_url,
+                              batch=args.batch, freeze=args.gc == "freeze")  # fmt: skip
         print(json.dumps(figures, separators=(",", ":")), flush=True)
         return 0
     if args.verify_cost:
-        print(json.dumps(verify_cost(args.verify_cost), separators=(",", ":")), flush=True)
+        figures = verify_cost(args.verify_cost, freeze=args.gc == "freeze")
+        print(json.dumps(figures, separators=(",", ":")), flush=True)
         return 0
     if args.quick:
         args.tables, args.minutes = 100, 3.0

@@ -10,6 +10,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from pit.db import Database
 
 #: A seq a status named but the pit lacks is usually on its way (the status goes out at once, the
@@ -30,12 +32,11 @@ class PageQueries(Database):
     ) -> list[dict[str, Any]]:
         """The pit page's tile of each table (all, or those named)."""
         now = time.time() if now is None else now
-        where, params = "", []
+        where, params = "", list[Any]()
         if table_ids is not None:
             if not table_ids:
                 return []
-            where = f" WHERE t.table_id IN ({', '.join('?' for _ in table_ids)})"
-            params = list(table_ids)
+            where, params = self._among(" WHERE t.table_id", table_ids)
         rows = self.all(
             "SELECT t.table_id, t.topic_prefix, t.status, t.last_round, t.protection, "
             "t.first_seq, t.high_seq, t.chain_event_id, t.chain_made_at, t.last_heard, "
@@ -79,13 +80,23 @@ class PageQueries(Database):
         counts = {"per_hour": per_hour, "gaps": gaps, "rejected": rejected}
         return [_tile(row, counts, record) for row in rows]
 
+    def _among(self, column: str, values: Sequence[str]) -> tuple[str, list[Any]]:
+        """``column`` among ``values``: on PostgreSQL one array parameter, so the statement's
+        text is the same whatever the number of tables (psycopg prepares it once; an ``IN``
+        list of another length each time was a statement parsed anew each read), on SQLite an
+        ``IN`` list."""
+        if self.kind == "postgresql":
+            return f"{column} = ANY(?)", [list(values)]
+        return f"{column} IN ({', '.join('?' for _ in values)})", list(values)
+
     def _grouped(
         self, sql: str, arg: Any, table_ids: Sequence[str] | None, by: str = "table_id"
     ) -> list[tuple[Any, ...]]:
         params: list[Any] = list(arg) if isinstance(arg, tuple) else [arg]
         if table_ids is not None:
-            sql += f" AND {by} IN ({', '.join('?' for _ in table_ids)})"
-            params += list(table_ids)
+            among, ids = self._among(f" AND {by}", table_ids)
+            sql += among
+            params += ids
         if "count(*)" in sql:
             sql += f" GROUP BY {by}"
         return self.all(sql, params)
@@ -240,7 +251,7 @@ def _tile(
 ) -> dict[str, Any]:
     """One table's tile from its ``tables`` row and the counts read for all tiles."""
     tid, prefix, status, last_round, protection, first, high, ev, made, heard, silent = row
-    st = json.loads(status) if status else None
+    st = orjson.loads(status) if status else None  # a tile a table: orjson, not json (issue 31)
     sp = (st or {}).get("payload") or {}
     return {
         "table_id": tid,
@@ -256,8 +267,8 @@ def _tile(
         "fault": sp.get("fault"),
         "alarms": sp.get("alarms_unacknowledged") or [],
         "alarms_total": sp.get("alarms_unacknowledged_total") or 0,
-        "last_round": json.loads(last_round) if last_round else None,
-        "protection": json.loads(protection) if protection else None,
+        "last_round": orjson.loads(last_round) if last_round else None,
+        "protection": orjson.loads(protection) if protection else None,
         "rounds_last_hour": counts["per_hour"].get(tid, 0),
         "first_seq": first,
         "high_seq": high,

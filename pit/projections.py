@@ -4,9 +4,10 @@ each keyed by the table (``pit.store``'s room for them)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+import orjson
 
 from controller.messages import (
     AlarmAckPayload,
@@ -384,7 +385,7 @@ class Projections(RecordChecks):
         # The tile's last round follows the table's own seq, never the number a round claims.
         if row.last_round_msg_seq is None or seq >= row.last_round_msg_seq:
             summary = round_summary(p)
-            self._state.set(table_id, last_round=json.dumps(summary, separators=(",", ":")),
+            self._state.set(table_id, last_round=orjson.dumps(summary).decode(),
                             last_round_seq=p.round_seq, last_round_msg_seq=seq)  # fmt: skip
             self._row_changed(table_id, last_round_msg_seq=seq)
         if row.round_high is None or p.round_seq > row.round_high:

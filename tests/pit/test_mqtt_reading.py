@@ -215,3 +215,37 @@ async def test_batch_wait_gathers_messages_and_a_stop_cuts_it_short(
                 await asyncio.sleep(0.05)
         await pit.until(lambda: pit.ingest.stats.received >= len(feed))
         assert pit.ingest.stats.batches >= len(feed) // 2, pit.ingest.stats
+
+
+async def test_the_page_hears_a_batch_at_once_and_at_most_every_interval() -> None:
+    """The live stream's Hub (pit.web): a batch after a quiet spell goes to the pages at once
+    (not an interval later: a batch already waited ``batch_wait``); batches closer together
+    than the interval are gathered into one push, no sooner than the interval after the last."""
+    from pit.store import Outcome
+    from pit.web import Hub
+
+    read: list[tuple[float, list[str]]] = []
+
+    async def tiles(tables: list[str]) -> list[dict[str, Any]]:
+        read.append((time.monotonic(), tables))
+        return [{"table_id": t} for t in tables]
+
+    hub = Hub(tiles)
+    hub.interval = 1.0
+    page: asyncio.Queue[str] = asyncio.Queue()
+    hub.queues.add(page)
+    running = asyncio.create_task(hub.run())
+    try:
+        start = time.monotonic()
+        hub.on_batch(Outcome(tables={"PG-01"}))
+        first = await asyncio.wait_for(page.get(), 5)
+        assert time.monotonic() - start < 0.5  # at once, not after the interval
+        assert '"PG-01"' in first
+        hub.on_batch(Outcome(tables={"PG-02"}))
+        await asyncio.sleep(0.1)
+        hub.on_batch(Outcome(tables={"PG-03"}))
+        second = await asyncio.wait_for(page.get(), 5)
+        assert read[1][0] - read[0][0] >= 0.95  # no sooner than the interval after the last
+        assert read[1][1] == ["PG-02", "PG-03"] and '"PG-03"' in second
+    finally:
+        running.cancel()
