@@ -1,7 +1,8 @@
 """The pit's MQTT reading alone (issue 31): CPU a message of draining a queued session from
 Mosquitto through the pit's own client (``pit.ingest``: aiomqtt over paho, manual
 acknowledgements, the batch's PUBACKs in one write), on MQTT 5 with paho's properties as paho
-builds them, MQTT 5 with ``pit.paho_lean``, and MQTT 3.1.1, in the same run.
+builds them, MQTT 5 with ``pit.paho_lean``'s properties, and with its read buffer too (what
+the pit runs), and MQTT 3.1.1 without and with the buffer, in the same run.
 
 A publisher process queues ``--messages`` QoS 1 messages of ``--bytes`` for the pit's persistent
 session while it is away (on topics of 2,000 tables); the pit connects and drains them in
@@ -92,13 +93,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     queue = ["max_queued_messages 1000000", "max_inflight_messages 1000", "max_queued_bytes 0"]
     broker = Mosquitto(workdir, options=queue)
     await broker.start()
-    variants = {"mqtt5_paho": ("5", Properties), "mqtt5_lean": ("5", LeanProperties),
-                "mqtt311": ("3.1.1", Properties)}  # fmt: skip
+    variants = {  # protocol, paho's properties or the pit's, the pit's read buffer or not
+        "mqtt5_paho": ("5", Properties, False),
+        "mqtt5_lean": ("5", LeanProperties, False),
+        "mqtt5_lean_buffered": ("5", LeanProperties, True),
+        "mqtt311": ("3.1.1", Properties, False),
+        "mqtt311_buffered": ("3.1.1", Properties, True),
+    }
     best: dict[str, float] = {}
     try:
         for i in range(args.repeat):
-            for name, (protocol, props) in variants.items():
+            for name, (protocol, props, buffered) in variants.items():
                 _packet.Properties = props  # type: ignore[attr-defined]
+                _Client.read_buffer = buffered
                 cpu = await drain(broker.port, protocol, f"{name}-{i}", args.messages, args.bytes)
                 best[name] = min(best.get(name, cpu), cpu)
                 print(f"  pass {i + 1} {name:<11} {cpu / args.messages * 1000:.4f} ms a message",
@@ -107,11 +114,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         _packet.Properties = Properties  # type: ignore[attr-defined]
         await broker.stop()
     base = best["mqtt5_paho"]
-    out: dict[str, Any] = {"messages": args.messages, "bytes": args.bytes}
+    out: dict[str, Any] = {"messages": args.messages, "bytes": args.bytes, "gc": args.gc}
     for name, cpu in best.items():
         out[f"{name}_ms_per_message"] = round(cpu / args.messages * 1000, 4)
-    for name in ("mqtt5_lean", "mqtt311"):
-        out[f"ratio_{name}"] = round(best[name] / base, 2)
+    for name in variants:
+        if name != "mqtt5_paho":
+            out[f"ratio_{name}"] = round(best[name] / base, 2)
     return out
 
 
@@ -120,10 +128,17 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--bytes", type=int, default=2_000, help="a feed message is about 2 KB")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--gc",
+        choices=["freeze", "default"],
+        default="freeze",
+        help="the collector frozen after the setup, as in the pit, or Python's default",
+    )
     args = parser.parse_args()
     gc.collect()
-    gc.freeze()  # as the pit does once it has started (pit.service.run_pit)
-    gc.set_threshold(GC_YOUNG, 10, 10)
+    if args.gc == "freeze":  # as the pit does once it has started (pit.service.run_pit)
+        gc.freeze()
+        gc.set_threshold(GC_YOUNG, 10, 10)
     print(json.dumps(asyncio.run(run(args)), separators=(",", ":")), flush=True)
     return 0
 

@@ -88,10 +88,39 @@ class _Client(aiomqtt.Client):
     """aiomqtt's client, noting whether the broker kept our session."""
 
     session_present: bool | None = None
+    #: paho's reads through ``pit.paho_lean.ReadBuffer`` (off: as aiomqtt reads; the bench)
+    read_buffer = True
 
     def _on_connect(self, client: Any, userdata: Any, flags: Any, *args: Any) -> None:
         self.session_present = bool(getattr(flags, "session_present", False))
         super()._on_connect(client, userdata, flags, *args)
+
+    def _on_socket_open(self, client: Any, userdata: Any, sock: Any) -> None:
+        super()._on_socket_open(client, userdata, sock)
+        buffer = paho_lean.buffer_reads(client) if self.read_buffer else None
+        if buffer is None:
+            return
+
+        def read() -> None:
+            # aiomqtt's reader takes one packet a wake-up; this one takes every packet the
+            # buffer holds (and the TLS layer's), so none waits for the socket to wake again.
+            try:
+                while True:
+                    before = buffer.taken
+                    if client.loop_read() != 0:
+                        break
+                    tls = getattr(client._sock, "pending", None)
+                    if buffer.pending() and buffer.taken != before:
+                        continue
+                    if tls is not None and tls() > 0:
+                        continue
+                    break
+            except Exception as exc:  # as aiomqtt's own: the link is broken
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        # After aiomqtt's own add_reader (scheduled the same way), so this one replaces it.
+        self._loop.call_soon_threadsafe(self._loop.add_reader, sock.fileno(), read)
 
     def queued(self, most: int) -> list[aiomqtt.Message]:
         """Up to ``most`` of the messages that have arrived, without waiting: aiomqtt's

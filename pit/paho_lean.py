@@ -14,13 +14,20 @@ whose ``clear()`` does nothing when nothing is set. Properties a message carries
 before (tested: ``tests/pit/test_paho_lean.py``). Nothing else of paho is touched: the
 properties the pit sends (CONNECT, SUBSCRIBE) are paho's own.
 
+:func:`buffer_reads` gives one connection's reads a buffer (:class:`ReadBuffer`): paho reads a
+packet with three or four ``recv`` calls and the event loop wakes once a packet; with it, one
+call brings what has arrived and the pit's reader (``pit.ingest._Client``) reads every packet
+in it before it returns to the loop.
+
 What it relies on: paho's private module ``paho.mqtt._packet`` naming ``Properties`` and
-``decode_publish`` (paho 2.1–2.x). Where it does not, :func:`install` changes nothing and says
-so (False), and the pit reads as slowly as paho does.
+``decode_publish``, and its client's ``_sock_recv`` (paho 2.1–2.x). Where they are not, nothing
+is changed (:func:`install` says False, :func:`buffer_reads` None), and the pit reads as paho
+does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from paho.mqtt.properties import Properties
@@ -61,3 +68,49 @@ def install() -> bool:
         return False
     _packet.Properties = LeanProperties  # type: ignore[attr-defined]
     return True
+
+
+class ReadBuffer:
+    """paho's reads of one connection from a buffer of up to 64 KB: paho asks its socket for
+    one byte, then the remaining length a byte at a time, then the rest, three or four
+    ``recv`` calls a packet; with the buffer one call brings every packet that has arrived.
+    ``pending`` tells the reader callback to go on reading what is buffered (the socket does
+    not wake the event loop again for bytes already taken off it)."""
+
+    SIZE = 65536
+
+    def __init__(self, recv: Callable[[int], bytes]) -> None:
+        self._recv = recv
+        self._data = b""
+        self._at = 0
+        #: bytes handed to paho so far (the reader's measure of progress)
+        self.taken = 0
+
+    def recv(self, size: int) -> bytes:
+        if self._at >= len(self._data):
+            data = self._recv(max(size, self.SIZE))  # BlockingIOError when nothing came
+            if len(data) <= size:
+                self.taken += len(data)
+                return data  # what paho asked for, or the end of the connection (b"")
+            self._data, self._at = data, 0
+        out = self._data[self._at : self._at + size]
+        self._at += len(out)
+        self.taken += len(out)
+        return out
+
+    def pending(self) -> bool:
+        return self._at < len(self._data)
+
+
+def buffer_reads(client: Any) -> ReadBuffer | None:
+    """paho ``client``'s reads through a :class:`ReadBuffer`, or None (nothing changed) where
+    paho has no ``_sock_recv`` to give it (not paho 2.x)."""
+    recv = getattr(client, "_sock_recv", None)
+    if recv is None or not callable(recv):
+        return None
+    already = getattr(recv, "__self__", None)
+    if isinstance(already, ReadBuffer):  # a socket opened again: a new buffer, paho's recv
+        recv = already._recv
+    buffer = ReadBuffer(recv)
+    client._sock_recv = buffer.recv
+    return buffer

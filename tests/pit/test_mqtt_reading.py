@@ -249,3 +249,34 @@ async def test_the_page_hears_a_batch_at_once_and_at_most_every_interval() -> No
         assert read[1][1] == ["PG-02", "PG-03"] and '"PG-03"' in second
     finally:
         running.cancel()
+
+
+@pytest.mark.parametrize("protocol", ["5", "3.1.1"])
+async def test_a_burst_read_through_the_buffer_comes_whole_and_in_order(
+    tmp_path: Path, protocol: str
+) -> None:
+    """paho's reads through pit.paho_lean.ReadBuffer: 600 messages of 0 bytes to 150 KB
+    (packets across the 64 KB buffer's end, several in one read) queued for the session and
+    drained at once; every one arrives whole and in order, none waits for another wake-up."""
+    import random
+
+    rng = random.Random(31)
+    sizes = [rng.choice([0, 1, 2, 127, 128, 300, 2_000, 16_383, 16_384, 65_535, 150_000])
+             for _ in range(600)]  # fmt: skip
+    payloads = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    async with Mosquitto(tmp_path / "b", persistence=True,
+                         options=["max_queued_messages 10000", "max_inflight_messages 0",
+                                  "max_queued_bytes 0"]) as broker:  # fmt: skip
+        async with _client(broker.port, protocol, "pit-burst") as c:
+            await c.subscribe("t/#", qos=1)
+        await publish(broker.port, [(f"t/{i % 7}", p) for i, p in enumerate(payloads)])
+        async with _client(broker.port, protocol, "pit-burst") as c:
+            got: list[bytes] = []
+            async with asyncio.timeout(30):
+                while len(got) < len(payloads):
+                    batch = [await anext(c.messages), *c.queued(500)]
+                    acknowledge(c, [(m.mid, m.qos) for m in batch])
+                    got += [bytes(m.payload) for m in batch]
+            assert got == payloads
+            buffer = getattr(c._client._sock_recv, "__self__", None)
+            assert isinstance(buffer, paho_lean.ReadBuffer) and buffer.taken > sum(sizes)
