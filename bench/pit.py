@@ -276,7 +276,7 @@ async def answer_resends(port: int, index: int, owners: dict[str, Publisher]) ->
 class PitProcess:
     def __init__(
         self, workdir: Path, broker: int, db_url: str, http: int, tables: list[str],
-        *, index: int = 0, group: str = "", protocol: str = "5", batch_wait: float = 0.1,
+        *, index: int = 0, group: str = "", protocol: str = "5", batch_wait: float = 0.2,
     ) -> None:  # fmt: skip
         workdir.mkdir(parents=True, exist_ok=True)
         self.http = http
@@ -937,7 +937,7 @@ def main() -> int:
         "--protocol", choices=["5", "3.1.1"], default="5", help="the pits' MQTT version"
     )
     parser.add_argument(
-        "--batch-wait", type=float, default=0.1, help="the pits' [broker] batch_wait (s)"
+        "--batch-wait", type=float, default=0.2, help="the pits' [broker] batch_wait (s)"
     )
     parser.add_argument("--quick", action="store_true", help="100 tables for 3 minutes")
     parser.add_argument(

@@ -50,7 +50,7 @@ class BrokerConfig(_Model):
     key_file: Path | None = None
     batch: int = Field(200, ge=1, le=5000, description="messages committed per transaction")
     batch_wait: float = Field(
-        0.1,
+        0.2,
         ge=0,
         le=2,
         description="seconds a batch waits for more messages after its first (fewer, fuller "

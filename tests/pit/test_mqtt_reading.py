@@ -173,6 +173,11 @@ async def test_one_write_acknowledges_exactly_the_batch(tmp_path: Path, protocol
             acknowledge(c, [(m.mid, m.qos) for m in got[12:]])
             got += await _next(c, 10)  # sent once the first 20 were acknowledged
             assert [m.payload for m in got] == [str(i).encode() for i in range(30)]
+            # Once, in a loaded run (-n 4 beside the 1,000-tile page test), the second write's
+            # last two were sent again after a reconnect straight away: the broker had not taken
+            # them before the DISCONNECT behind them (not explained; a copy sent again is a
+            # duplicate by msg_id to the pit). The writes are given time to arrive.
+            await asyncio.sleep(0.5)
         async with _client(broker.port, protocol, "pit-acks") as c:
             again = await _next(c, 10)
             assert [m.payload for m in again] == [str(i).encode() for i in range(20, 30)]
