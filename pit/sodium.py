@@ -3,7 +3,7 @@ fast path (``pit.judge._fast``, issue 31).
 
 The signature check was the largest single cost of the pit's ingest at 2,000 tables (a third of
 its database thread's time, measured with py-spy): ``cryptography``'s Ed25519 (OpenSSL) takes
-0.061 ms a 2 KB message here, libsodium's ``crypto_sign_ed25519_verify_detached`` 0.039 ms
+0.064 ms a 2 KB message here, libsodium's ``crypto_sign_ed25519_verify_detached`` 0.040 ms
 (``bench/pit.py --verify-cost``), and ctypes lets go of the GIL while it runs, so the event
 loop reads MQTT meanwhile. PyNaCl would be the library for it, but its wheel carries a libsodium
 of its own; this is one function of the one Debian updates (the package recommends it).
