@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import subprocess
 import sys
@@ -34,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pit.ingest import _Client, acknowledge
 from pit.paho_lean import LeanProperties
-from pit.service import GC_YOUNG
+from pit.service import settle_collector
 from simulators.mosquitto import Mosquitto
 
 PUBLISH = """
@@ -135,10 +134,8 @@ def main() -> int:
         help="the collector frozen after the setup, as in the pit, or Python's default",
     )
     args = parser.parse_args()
-    gc.collect()
-    if args.gc == "freeze":  # as the pit does once it has started (pit.service.run_pit)
-        gc.freeze()
-        gc.set_threshold(GC_YOUNG, 10, 10)
+    if args.gc == "freeze":  # as the pit does once it has started
+        settle_collector()
     print(json.dumps(asyncio.run(run(args)), separators=(",", ":")), flush=True)
     return 0
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import json
 import logging
 import math
@@ -60,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.mqtt.client import Client
 from controller.mqtt.wire import NODELAY
-from pit.service import GC_YOUNG
+from pit.service import settle_collector
 from pit.simfeed import SimTable, sim_keys_text, wire
 from pit.store import Store, parse_time
 from simulators.mosquitto import Mosquitto, free_port, with_parent
@@ -816,10 +815,8 @@ def ingest_cost(
             for t in tables:
                 feed += t.next_round(now)
         items = [Incoming(topic, wire(body), False, time.time()) for topic, body in feed[:n]]
-        gc.collect()
-        if freeze:  # as the pit does once it has started (pit.service.run_pit)
-            gc.freeze()
-            gc.set_threshold(GC_YOUNG, 10, 10)
+        if freeze:  # as the pit does once it has started
+            settle_collector()
         wall, cpu = time.perf_counter(), time.process_time()
         stored = 0
         for i in range(0, n, batch):
@@ -857,10 +854,8 @@ def verify_cost(n: int, *, freeze: bool = True) -> dict[str, Any]:
             feed += [(t.table_id, wire(b)) for _, b in t.next_round(now)]
     feed = feed[:n]
     parsed = [(tid, json.loads(raw)) for tid, raw in feed]
-    gc.collect()
-    if freeze:  # as the pit does once it has started (pit.service.run_pit)
-        gc.freeze()
-        gc.set_threshold(GC_YOUNG, 10, 10)
+    if freeze:  # as the pit does once it has started
+        settle_collector()
 
     def best(fn: Any) -> float:
         times = []
@@ -880,12 +875,12 @@ def verify_cost(n: int, *, freeze: bool = True) -> dict[str, Any]:
     from pit import sodium
 
     triples = []
-    for tid, raw in feed:
-        cut = raw.rindex(b',"sig":')
-        signed = raw[:cut] + b"}"
-        value = json.loads(raw[cut + 7 : -1])["value"]
+    for tid, raw in feed:  # the signature and the bytes it covers, as judge._fast cuts them
+        tail = judge._SIG_TAIL.match(raw, raw.rfind(b',"sig":{'))
+        assert tail is not None
         key = next(iter((keys.for_table(tid) or {}).values()))
-        triples.append((key, public_bytes(key), bytes.fromhex(value), signed))
+        signed = raw[: tail.start()] + b"}"
+        triples.append((key, public_bytes(key), bytes.fromhex(tail.group(2).decode()), signed))
     libsodium = sodium.verifier()
     sodium_ms = (
         best(lambda: [libsodium(r, g, m) for _, r, g, m in triples])

@@ -262,6 +262,15 @@ class Database:
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return list(self.x(sql, params).fetchall())
 
+    def _among(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """The condition ``column`` among ``values`` and its parameters: on PostgreSQL one
+        array parameter, so the statement's text is the same whatever the number of values
+        (psycopg prepares it once; an ``IN`` list of another length each time is parsed anew
+        each time), on SQLite an ``IN`` list."""
+        if self.kind == "postgresql":
+            return f"{column} = ANY(?)", [list(values)]
+        return f"{column} IN ({', '.join('?' for _ in values)})", list(values)
+
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         row = self.x(sql, params).fetchone()
         return tuple(row) if row is not None else None

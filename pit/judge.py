@@ -336,10 +336,9 @@ def _fast(
     key = (keys_of(topic_table) or {}).get(kid)
     if key is None:
         return None
-    known = _raw_key(key)
-    if known is None or known[1] != kid:
+    raw = _raw_key(kid, key)
+    if raw is None:
         return None
-    raw = known[0]
     signature = bytes.fromhex(tail.group(2).decode("ascii"))
     if _SODIUM is not None:
         if not _SODIUM(raw, signature, signed_bytes):
@@ -355,23 +354,24 @@ def _fast(
 
 
 _SODIUM = sodium.verifier()
-#: Each registered key's raw bytes and key id, by the key object (kept, so its id is not
-#: reused): not a SHA-256 a message.
-_RAW_KEYS: dict[int, tuple[Ed25519PublicKey, bytes, str]] = {}
+#: Each key id's registered key and its raw bytes (the key object kept: a keys file read again
+#: makes new ones, which replace it): no serialization and no SHA-256 a message.
+_RAW_KEYS: dict[str, tuple[Ed25519PublicKey, bytes]] = {}
 
 
-def _raw_key(key: Ed25519PublicKey) -> tuple[bytes, str] | None:
-    kept = _RAW_KEYS.get(id(key))
+def _raw_key(kid: str, key: Ed25519PublicKey) -> bytes | None:
+    """The raw bytes of ``key`` if its key id is ``kid``, else None."""
+    kept = _RAW_KEYS.get(kid)
     if kept is not None and kept[0] is key:
-        return kept[1], kept[2]
-    if len(_RAW_KEYS) > 100_000:  # keys files read again and again: a bound, not a leak
-        _RAW_KEYS.clear()
+        return kept[1]
     try:
         raw = public_bytes(key)
     except Exception:  # not an Ed25519 key as cryptography makes them
         return None
-    _RAW_KEYS[id(key)] = (key, raw, key_id(raw))
-    return raw, key_id(raw)
+    if key_id(raw) != kid:
+        return None
+    _RAW_KEYS[kid] = (key, raw)
+    return raw
 
 
 def read(

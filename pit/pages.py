@@ -80,15 +80,6 @@ class PageQueries(Database):
         counts = {"per_hour": per_hour, "gaps": gaps, "rejected": rejected}
         return [_tile(row, counts, record) for row in rows]
 
-    def _among(self, column: str, values: Sequence[str]) -> tuple[str, list[Any]]:
-        """``column`` among ``values``: on PostgreSQL one array parameter, so the statement's
-        text is the same whatever the number of tables (psycopg prepares it once; an ``IN``
-        list of another length each time was a statement parsed anew each read), on SQLite an
-        ``IN`` list."""
-        if self.kind == "postgresql":
-            return f"{column} = ANY(?)", [list(values)]
-        return f"{column} IN ({', '.join('?' for _ in values)})", list(values)
-
     def _grouped(
         self, sql: str, arg: Any, table_ids: Sequence[str] | None, by: str = "table_id"
     ) -> list[tuple[Any, ...]]:

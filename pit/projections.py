@@ -89,10 +89,8 @@ class Projections(RecordChecks):
         wanted = list(values)
         if not wanted:
             return []
-        if self.kind == "postgresql":
-            return self.all(f"{sql} WHERE {column} = ANY(%s){tail}", (wanted,))
-        marks = ", ".join("?" for _ in wanted)
-        return self.all(f"{sql} WHERE {column} IN ({marks}){tail}", wanted)
+        among, params = self._among(f" WHERE {column}", wanted)
+        return self.all(f"{sql}{among}{tail}", params)
 
     def _prefetch(self, messages: Sequence[Message]) -> None:
         """What the batch's messages need of the database, read once a batch, after the

@@ -130,6 +130,18 @@ class Backoff(logging.Filter):
 GC_YOUNG = 50_000
 
 
+def settle_collector() -> None:
+    """The garbage collector as the pit runs it once started (issue 31, docs/performance.md
+    §6): what the program built to start (modules, schemas, the page's app: several hundred
+    thousand objects that live as long as it does) leaves the cyclic collector's reach, since
+    each full collection walked all of it again, about once a second at 2,000 tables; and the
+    young generation is collected every ``GC_YOUNG`` allocations, not 700 (a batch makes tens
+    of thousands of short-lived dicts, freed by their counts anyway). Garbage is still freed."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG, 10, 10)
+
+
 def install_backoff() -> Backoff:
     """The filter on the ingest's and the pit's loggers (once)."""
     backoff = Backoff()
@@ -193,15 +205,7 @@ async def run_pit(config: PitConfig, ready: Callable[[Pit], None] | None = None)
     except PitConfigError as exc:
         print(f"pit: {exc}", file=sys.stderr)
         return 78  # EX_CONFIG, which the unit does not restart on
-    # What the program built to start (modules, schemas, the page's app: several hundred
-    # thousand objects that live as long as it does) leaves the cyclic collector's reach: each
-    # full collection walked all of it again, about once a second at 2,000 tables; and the
-    # young generation is collected every 50,000 allocations, not 700 (a batch of 80 messages
-    # makes tens of thousands of short-lived dicts, freed by their counts anyway). In process,
-    # 0.307 -> 0.21 ms a message (issue 31, docs/performance.md §6). Garbage is still freed.
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG, 10, 10)
+    settle_collector()
     task = asyncio.create_task(pit.run(stop))
     if ready is not None:
         # READY once subscribed and listening; a stop before that (a broker that never

@@ -25,14 +25,27 @@ from collections.abc import Callable
 Verify = Callable[[bytes, bytes, bytes], bool]
 
 
+def _open() -> ctypes.CDLL | None:
+    """Debian's libsodium by its soname; else wherever the system says it is (asking it runs
+    ``ldconfig``: only when the soname is not there)."""
+    for name in ("libsodium.so.23", None):
+        path = name or ctypes.util.find_library("sodium")
+        if path is None:
+            return None
+        try:
+            return ctypes.CDLL(path)
+        except OSError:
+            continue
+    return None
+
+
 def _load() -> Verify | None:
-    name = ctypes.util.find_library("sodium")
+    lib = _open()
     try:
-        lib = ctypes.CDLL(name or "libsodium.so.23")
-        if lib.sodium_init() < 0:
+        if lib is None or lib.sodium_init() < 0:
             return None
         fn = lib.crypto_sign_ed25519_verify_detached
-    except (OSError, AttributeError):
+    except AttributeError:
         return None
     fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulonglong, ctypes.c_char_p]
     fn.restype = ctypes.c_int

@@ -104,7 +104,7 @@ def test_lean_properties_refuse_what_paho_refuses() -> None:
 
 def test_install_leaves_an_unknown_paho_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     class Other(Properties):
-        pass
+        """Another paho's decoder class: not the one pit.paho_lean knows."""
 
     monkeypatch.setattr(_packet, "Properties", Other)
     assert paho_lean.install() is False
