@@ -148,6 +148,9 @@ _Handler = Callable[[Recorder, Transaction, Any], bool]
 
 def _round_opened(r: Recorder, tx: Transaction, effect: RoundOpened) -> bool:
     tx.open_round(effect.round_id, effect.round_seq)
+    # What the floor gave the round as it opened, in the round's own rows: the audit deals it
+    # again from these (docs/audit.md), whenever the sign-in before it was journaled.
+    tx.record_event("round_opened", {"dealer_id": effect.dealer_id}, effect.round_id)
     if effect.draw is not None:  # drawn before the deal: now this round's
         tx.record_event("position_assigned", effect.draw, effect.round_id)
     return False
@@ -243,6 +246,12 @@ EFFECTS: dict[type[Effect], _Handler] = {
 # --- the event itself ------------------------------------------------------------------------
 
 
+#: Commands about the table, not a round: journaled under the round being dealt, if any.
+FLOOR_COMMANDS = frozenset(
+    {"open_table", "close_table", "set_seats", "set_wagers", "sign_in", "sign_out"}
+)
+
+
 def event_record(
     tx: Transaction,
     event: TableEvent,
@@ -259,6 +268,8 @@ def event_record(
     refused = next((e.refusal for e in effects if isinstance(e, RoundRefused)), None)
     if isinstance(event, PositionDrawn | EnterDice):
         round_id = before.open  # a draw belongs to the deal it was made in
+    elif not opened and getattr(event, "kind", "") in FLOOR_COMMANDS:
+        round_id = before.open  # between deals, a sign-in is no part of the round before it
     if isinstance(event, Tick):
         tx.record_event("tick", {"now": iso(event.now, "microseconds")}, round_id)
     elif isinstance(event, DeviceEventBase):

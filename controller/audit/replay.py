@@ -1,8 +1,9 @@
 """A journaled round dealt again by the rules engine (docs/audit.md, "verify"): a fresh
-:class:`~controller.table.Table` set up with the round's own rules, paytables, seats and wagers is
-fed the round's device events, and what it closes must be what was recorded and sent. This sits
-above both the journal and the table: the journal's own checks (``controller/journal/audit.py``)
-import neither the table nor the rules."""
+:class:`~controller.table.Table` set up with the round's own rules, paytables, seats and wagers,
+and with the dealer its journal says dealt it, is fed the round's device events and the dealer's
+typed-in dice, and what it closes must be what was recorded and sent. This sits above both the
+journal and the table: the journal's own checks (``controller/journal/audit.py``) import neither
+the table nor the rules."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from controller.game.deal import DEAD_CODES, MISDEAL_CODES
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
 from controller.game.setting import Rules
 from controller.game.way import Way, load_way, shipped_ways
-from controller.messages import Wagers
-from controller.table import RoundClosed, Table, TableSettings
+from controller.kept_state import DEALER_KEY
+from controller.messages import EnterDice, Wagers
+from controller.table import KeptTableState, RoundClosed, Table, TableSettings
 from drivers.events import PositionDrawn, parse_event
 
 #: Rounds the audit recomputes: decided by their own cards and draw alone.
@@ -35,7 +37,7 @@ def recompute_round(
     :class:`~controller.table.Table` set up with the round's own rules, paytables, seats and
     wagers) and compare with what was recorded and sent. Returns "" when they agree, else the
     first field that differs."""
-    table = _table_for(result, ways or {})
+    table = _table_for(result, ways or {}, events)
     closed = _deal_again(table, events)
     if closed is None:
         return "the events do not complete a deal"
@@ -47,15 +49,18 @@ def recompute_round(
     return ""
 
 
-def _table_for(result: dict[str, Any], ways: Mapping[str, Way]) -> Table:
+def _table_for(
+    result: dict[str, Any], ways: Mapping[str, Way], events: list[tuple[str, dict[str, Any]]]
+) -> Table:
     """A fresh table set up as the recorded round was: its rules, paytables, seats and wagers,
-    its id, sequence number and closing time."""
+    the dealer signed in when it opened, its id, sequence number and closing time."""
     closed_at = datetime.fromisoformat(str(result.get("closed_at")))
     table = Table(
         _settings_for(result, ways),
         new_round_id=lambda: str(result["round_id"]),
         clock=lambda: closed_at,
         next_round_seq=int(result.get("round_seq", 1)),
+        kept=KeptTableState(dealer_id=_dealer_of(events)),
     )
     played = {str(s["seat"]) for s in result.get("seats", [])}
     if played:
@@ -91,6 +96,19 @@ def _settings_for(result: dict[str, Any], ways: Mapping[str, Way]) -> TableSetti
     )
 
 
+def _dealer_of(events: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """Who dealt the round: its own ``round_opened`` row says (the dealer signed in as it
+    opened); a journal from before that row holds the chained record of the dealer signed in
+    that the journal's audit puts before the round's rows."""
+    dealer: str | None = None
+    for kind, payload in events:
+        if kind == "round_opened":
+            return payload.get("dealer_id") or None
+        if kind == "state_kept" and payload.get("name") == DEALER_KEY:
+            dealer = str(payload.get("value") or "") or None
+    return dealer
+
+
 def _way_of(rules: dict[str, Any], ways: Mapping[str, Way]) -> Way | None:
     """The House Way the round was dealt by (journaled in its rules since ways became files;
     before, the filed way's rule code): one the auditor gave (``audit verify --way FILE``) or a
@@ -121,6 +139,8 @@ def _deal_again(table: Table, events: list[tuple[str, dict[str, Any]]]) -> dict[
                 number=payload.get("number"),
                 dice=payload.get("dice"),
             )
+        elif kind == "command.enter_dice":  # the dealer's dice typed in mid-deal
+            event = EnterDice(dice=payload["dice"])
         elif kind in _DEAL_KINDS:
             event = parse_event(payload)
         else:

@@ -11,6 +11,7 @@ the gap they leave is not reported. Everything is read-only.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hmac
 import json
@@ -302,7 +303,8 @@ class Replay(Protocol):
 
     def differs(self, recorded: dict[str, Any], events: list[tuple[str, dict[str, Any]]]) -> str:
         """ "" when the round dealt again agrees with ``recorded``, else the first field that
-        differs."""
+        differs. ``events``: the round's rows (kind, payload), after the chained record of the
+        dealer signed in before its first row (``state_kept``), if any."""
         ...
 
 
@@ -329,14 +331,34 @@ def verify_journal(path: str | os.PathLike[str], replay: Replay | None = None) -
         _check_kept_state(conn, walk.kept, report)
         _check_round_seqs(conn, archived, report)
         _check_archived(conn, archived, report)
+        dealers = _Dealers(conn)
         for round_id, seq, status, reason, result in conn.execute(
             "SELECT round_id, seq, status, reason, result FROM rounds ORDER BY seq"
         ):
             report.rounds += 1
             if status != "open":
                 sealed = (round_id, seq, status, reason, result)
-                _check_closed_round(conn, report, walk.seals, sealed, replay)
+                _check_closed_round(conn, report, walk.seals, sealed, replay, dealers)
     return report
+
+
+class _Dealers:
+    """The chained records of the dealer signed in (``state_kept`` rows), by row: what the
+    floor gave a round of a journal from before each round journaled its own
+    (``round_opened``)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        rows = conn.execute(
+            "SELECT id, payload FROM events WHERE kind = 'state_kept' AND chain IS NOT NULL "
+            "AND json_extract(payload, '$.name') = 'dealer_signed_in' ORDER BY id"
+        ).fetchall()
+        self.ids = [int(r[0]) for r in rows]
+        self.payloads = [str(r[1]) for r in rows]
+
+    def before(self, row: int) -> list[tuple[str, dict[str, Any]]]:
+        """The last record before ``row``, as an event the replay reads ([] if none)."""
+        at = bisect.bisect_left(self.ids, row)
+        return [("state_kept", json.loads(self.payloads[at - 1]))] if at else []
 
 
 def _check_closed_round(
@@ -345,6 +367,7 @@ def _check_closed_round(
     seals: dict[str, tuple[int, dict[str, Any]]],
     closed: tuple[str, int, str, str | None, str | None],
     replay: Replay | None,
+    dealers: _Dealers,
 ) -> None:
     """A closed round's row against its seal (``seals``: the ``round_sealed`` event of each
     round, with its row), then, for one decided by its cards alone, against its device events."""
@@ -377,19 +400,19 @@ def _check_closed_round(
         )
     if result is None or status not in ("settled", "dead", "misdeal") or replay is None:
         return
-    _check_recomputed(conn, report, round_id, seq, result, replay)
+    _check_recomputed(conn, report, (round_id, seq, result), replay, dealers)
 
 
 def _check_recomputed(
     conn: sqlite3.Connection,
     report: AuditReport,
-    round_id: str,
-    seq: int,
-    result: str,
+    closed: tuple[str, int, str],
     replay: Replay,
+    dealers: _Dealers,
 ) -> None:
     """A round decided by its cards and draw alone, dealt again from its device events
     (``replay``), must come out as it was recorded."""
+    round_id, seq, result = closed
     try:
         recorded = json.loads(result)
         decided_by_cards = replay.applies(recorded)
@@ -398,13 +421,11 @@ def _check_recomputed(
         return
     if not decided_by_cards:
         return  # decided by something besides its cards (a timeout, a new deal, …)
-    events = [
-        (kind, json.loads(payload))
-        for kind, payload in conn.execute(
-            "SELECT kind, payload FROM events WHERE round_id = ? ORDER BY id",
-            (round_id,),
-        )
-    ]
+    rows = conn.execute(
+        "SELECT id, kind, payload FROM events WHERE round_id = ? ORDER BY id", (round_id,)
+    ).fetchall()
+    events = dealers.before(int(rows[0][0])) if rows else []
+    events += [(kind, json.loads(payload)) for _id, kind, payload in rows]
     report.recomputed += 1
     try:
         differs = replay.differs(recorded, events)

@@ -155,13 +155,15 @@ TableEvent = (
 
 @dataclass(frozen=True, slots=True)
 class RoundOpened:
-    """A round begins. ``draw``: a first-position draw made before the deal, now this round's."""
+    """A round begins. ``draw``: a first-position draw made before the deal, now this round's;
+    ``dealer_id``: the dealer signed in as it opened, whom its result names."""
 
     round_id: str
     round_seq: int
     shuffle_id: str
     opened_at: datetime
     draw: PositionDraw | None = None
+    dealer_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

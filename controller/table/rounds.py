@@ -69,7 +69,7 @@ class Rounds:
         s.next_seq += 1
         r.draw, s.pending_draw = s.pending_draw, None
         s.round = r
-        effects.append(RoundOpened(r.round_id, r.round_seq, shuffle_id, now, r.draw))
+        effects.append(RoundOpened(r.round_id, r.round_seq, shuffle_id, now, r.draw, r.dealer_id))
         effects.append(progress(r))
         return effects
 
