@@ -203,3 +203,16 @@ class Service(Protocol):
     name: str
 
     async def run(self, host: Host) -> None: ...
+
+
+class PortInUse(OSError):
+    """A listening port a service needs at start is taken (``paigow-table run`` exits 69)."""
+
+
+@runtime_checkable
+class PortClaimer(Protocol):
+    """A service that listens: ``claim`` binds its port before the daemon starts (so a port in
+    use stops the start with one line, never a daemon without its page), raising
+    :class:`PortInUse`; ``run`` then serves on the socket it holds."""
+
+    def claim(self, config: Config) -> None: ...

@@ -26,11 +26,12 @@ from controller.devices import build_devices
 from controller.game.paytables import chan_chu_paytable, envy_paytable, jacks_beat_paytable
 from controller.game.way import load_way
 from controller.journal import Journal, JournalError
+from controller.journal.lock import JournalInUse, JournalLock
 from controller.journal.maintenance import check_journal
 from controller.journal.reserve import Reserve
 from controller.kept_state import KeptState, load_kept, record_house_way
 from controller.logging import bind_table, configure_logging
-from controller.ports import Service
+from controller.ports import PortClaimer, PortInUse, Service
 from controller.services.pole import PoleService
 from controller.software import SoftwareCheck, check_software
 from controller.table import Table, TableSettings
@@ -43,6 +44,10 @@ log = structlog.get_logger(__name__)
 EXIT_JOURNAL_DAMAGED = 65  # EX_DATAERR: not a journal, a corrupt page, a newer schema
 EXIT_JOURNAL_UNWRITABLE = 73  # EX_CANTCREAT: a full disk, an I/O error, no permission
 EXIT_SOFTWARE_CHANGED = 70  # EX_SOFTWARE: an installed file differs from the package
+#: ``run`` exits 69 (EX_UNAVAILABLE) when its journal is held by another ``run`` (its lock,
+#: controller/journal/lock.py) or its dealer page's port is taken: restarted, so the table
+#: starts once the other one stops.
+EXIT_IN_USE = 69
 
 #: Less free space than this on the journal's disk at start is a full disk (status 73).
 START_MIN_FREE = 4 * 2**20
@@ -298,7 +303,34 @@ async def run_from_config(
     software = check_software()
     if not _software_ok(software):
         return EXIT_SOFTWARE_CHANGED
+    journal_path = str(config.journal.path)
+    lock = JournalLock(journal_path)
+    try:
+        if journal_path != ":memory:":
+            lock.acquire()
+        return await _run_locked(path, config, software, extra_services)
+    except (JournalInUse, PortInUse) as exc:
+        print(exc, file=sys.stderr, flush=True)
+        return EXIT_IN_USE
+    finally:
+        lock.release()
+
+
+async def _run_locked(
+    path: str,
+    config: Config,
+    software: SoftwareCheck,
+    extra_services: Callable[[Config], Iterable[Service]] | None,
+) -> int:
+    """The daemon's run, the journal's lock held (``run_from_config``)."""
     devices, sinks = build_devices(config, path)
+    services = [
+        *default_services(config, sinks),
+        *(extra_services(config) if extra_services else ()),
+    ]
+    for service in services:
+        if isinstance(service, PortClaimer):
+            service.claim(config)  # a port in use stops the start before a write (69)
     journal_path = str(config.journal.path)
     refusal = _journal_refusal_at_start(config, journal_path)
     if refusal is not None:
@@ -306,10 +338,6 @@ async def run_from_config(
     journal: Journal | None = None
     try:
         journal = _open_journal(config, journal_path)
-        services = [
-            *default_services(config, sinks),
-            *(extra_services(config) if extra_services else ()),
-        ]
         daemon = build_daemon(
             config,
             journal,

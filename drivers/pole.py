@@ -109,6 +109,7 @@ class SerialPoleDisplay:
                 bytesize=self.bytesize,
                 parity=_PARITIES[self.parity],
                 stopbits=self.stopbits,
+                exclusive=True,  # one daemon per device, as drivers/serial.py
             )
 
         def noise(count: int, head: bytes) -> None:

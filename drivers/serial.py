@@ -69,5 +69,8 @@ class SerialTransport:
             bytesize=self.bytesize,
             parity=PARITIES[self.parity],
             stopbits=self.stopbits,
+            # One daemon per device: a second process opening the port is refused (flock), not
+            # handed every other frame (docs/operations.md §4).
+            exclusive=True,
         )
         return ProtocolLink(transport, protocol)

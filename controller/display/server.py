@@ -14,6 +14,7 @@ import asyncio
 import functools
 import logging
 import re
+import socket
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ import structlog
 from aiohttp import hdrs, web
 from pydantic import ValidationError
 
-from controller.config import ConfigError
+from controller.config import Config, ConfigError
 from controller.display import bodies
 from controller.display.access import SESSION_COOKIE, AccessPolicy, Decision, is_loopback_address
 from controller.display.bodies import BodyError
@@ -51,7 +52,7 @@ from controller.messages import (
     SignOut,
     VoidRound,
 )
-from controller.ports import DisplayHost, Origin
+from controller.ports import DisplayHost, Origin, PortInUse
 from controller.table import Refusal, player_result
 
 log = structlog.get_logger(__name__)
@@ -936,6 +937,23 @@ class DisplayService:
         self.local_peer = local_peer
         self.started = asyncio.Event()
         self.context: DisplayContext | None = None
+        self._claimed: socket.socket | None = None
+
+    def claim(self, config: Config) -> None:
+        """Bind the page's port now, before the daemon starts (``PortClaimer``): a port in use is
+        :class:`~controller.ports.PortInUse`, so ``run`` exits 69 naming it instead of dealing
+        without its page. The first serve listens on this socket."""
+        host = self.host or config.display.host
+        port = config.display.port if self.port is None else self.port
+        try:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            self._claimed = socket.create_server((host, port), family=family, backlog=128)
+        except OSError as exc:
+            raise PortInUse(
+                exc.errno,
+                f"the dealer page's port {host}:{port} is in use ({exc.strerror}): another "
+                "paigow-table run, or another program; [display] port moves it",
+            ) from None
 
     async def wait_started(self, timeout: float = 10.0) -> None:
         """Wait until the server listens (``port`` is then known)."""
@@ -1057,9 +1075,14 @@ class DisplayService:
             request_timeout=cfg.request_timeout,
             tally=ctx.tally,
         )
-        server = await asyncio.get_running_loop().create_server(
-            ctx.guard, host, port, reuse_address=True, backlog=128
-        )
+        loop = asyncio.get_running_loop()
+        claimed, self._claimed = self._claimed, None
+        if claimed is not None:
+            server = await loop.create_server(ctx.guard, sock=claimed, backlog=128)
+        else:
+            server = await loop.create_server(
+                ctx.guard, host, port, reuse_address=True, backlog=128
+            )
         try:
             self.port = int(server.sockets[0].getsockname()[1])
             self.started.set()
