@@ -153,8 +153,33 @@ def _check_archived(conn: sqlite3.Connection, archived: _Archived, report: Audit
         report.archives += 1
         for detail in _archived_problems(data, at, done, lowest):
             report.findings.append(Finding(f"an archived event {detail}", row=row))
+        older = _older_than_kept(conn, data)
+        if older:
+            report.findings.append(Finding(f"an archived event {older}", row=row))
         seqs = [int(b) for _a, b in data.get("round_seqs", [])]
         done = max([done, *seqs])
+
+
+def _older_than_kept(conn: sqlite3.Connection, data: dict[str, Any]) -> str:
+    """An ``archived`` event's cut-off held to the journal's own times: the rows it removed came
+    after every row still kept before them, so they cannot be older than those. A cut-off that
+    is ("" if it is not; issue 39: a forged event claiming 2020 for rows written today)."""
+    before = data.get("before")
+    try:
+        first = min(int(a) for a, _b in data.get("event_ids", []))
+    except (ValueError, TypeError):
+        return ""
+    if not isinstance(before, str):
+        return ""
+    kept = conn.execute(
+        "SELECT id, at FROM events WHERE id < ? ORDER BY at DESC LIMIT 1", (first,)
+    ).fetchone()
+    if kept is None or str(kept[1]) <= before:
+        return ""
+    return (
+        f"claims its rows were older than {before}, but row {kept[0]}, kept and written before "
+        f"them, is from {kept[1]}: the cut-off is not the journal's own time (forged?)"
+    )
 
 
 def _archived_problems(

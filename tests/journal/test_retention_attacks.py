@@ -118,6 +118,31 @@ def test_audit_verify_finds_young_rounds_archived(demo_journal: Path, tmp_path: 
     assert "removed rows younger than 1 day(s)" in found
 
 
+def test_audit_verify_holds_a_cut_off_to_the_journal_s_own_times(
+    demo_journal: Path, tmp_path: Path
+) -> None:
+    """Issue 39: the oldest round removed by a chained ``archived`` event that claims a cut-off
+    in 2020, its newest round opened in 2019, while the journal's rows kept from before it were
+    written today. The cut-off is older than what the journal itself says of that time."""
+    path = copy_journal(demo_journal, tmp_path)
+    _forge_archived(path, [1], datetime(2020, 1, 1, tzinfo=UTC))
+    found = _lines(verify_journal(path).findings)
+    assert "the cut-off is not the journal's own time" in found
+    assert "removed rows younger" not in found and "oldest rounds" not in found
+    done = cli("audit", "verify", "--journal", str(path))
+    assert done.returncode == 1 and "not the journal's own time" in done.stderr
+
+
+def test_an_honest_archive_is_no_finding_of_the_cut_off(demo_journal: Path, tmp_path: Path) -> None:
+    path = copy_journal(demo_journal, tmp_path)
+    with Journal.open(path, "PG-DEMO", clock=lambda: LATER) as journal:
+        before = LATER - timedelta(days=1)
+        report = archive_rounds(journal, before=before, directory=tmp_path / "a", now=LATER)
+    assert report.rounds >= 1
+    verified = verify_journal(path)
+    assert verified.ok, _lines(verified.findings)
+
+
 def test_the_feed_holds_archived_rounds_to_their_archive(
     demo_journal: Path, tmp_path: Path
 ) -> None:
