@@ -123,6 +123,9 @@ class Outcome:
     rejects: list[tuple[str, str]] = field(default_factory=list)
     #: per table, when the pit last heard it in this batch (its own clock)
     heard: dict[str, float] = field(default_factory=dict)
+    #: messages kept to wait for their key, and messages that had waited judged again
+    awaiting: int = 0
+    rejudged: int = 0
 
     def merge(self, other: Outcome) -> None:
         """Add what ``other`` (one message's outcome) did."""
@@ -137,6 +140,7 @@ class Outcome:
         for table, when in other.sent.items():
             self.sent[table] = max(self.sent.get(table, ""), when)
         self.rejects += other.rejects
+        self.awaiting += other.awaiting
         for table, at in other.heard.items():
             self.heard[table] = max(self.heard.get(table, 0.0), at)
 

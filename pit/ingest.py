@@ -367,8 +367,11 @@ class Ingest:
         s.rejected += outcome.rejected
         s.gaps_reported += len(outcome.gaps_reported)
         s.gaps_filled += len(outcome.gaps_filled)
-        for table, seq in outcome.gaps_reported:
-            log.warning("pit_gap table=%s seq=%d missing", table, seq)
+        for table, seq in outcome.gaps_reported:  # a warning once it outlives its grace
+            log.debug("pit_gap table=%s seq=%d reported", table, seq)
+        if outcome.rejudged:
+            log.warning("pit_key_registered: %d message(s) that waited for their key judged "
+                        "again, %d stored", outcome.rejudged, outcome.stored)  # fmt: skip
         for table, reason in outcome.rejects[:REJECTS_LOGGED]:
             log.warning("pit_reject table=%s %s", table, reason)
         if len(outcome.rejects) > REJECTS_LOGGED:

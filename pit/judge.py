@@ -128,11 +128,14 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 class Refused(Exception):
     """A message the pit does not take as the table's: ``reason`` says why, in one line."""
 
-    def __init__(self, reason: str, kind: str | None = None) -> None:
+    def __init__(self, reason: str, kind: str | None = None, key_id: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         #: a record alarm's kind when the refusal is a finding about the table, else None
         self.kind = kind
+        #: refused only because the key that signed it is not registered for the table: its id
+        #: (the message waits for that key: ``pit.awaiting``)
+        self.key_id = key_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +271,10 @@ def signed(data: Any, topic_table: str, keys_of: KeysOf) -> dict[str, Any]:
         if exc.reason != "unknown_key":
             kind = SIGNATURE_ALARMS.get(exc.reason, "forged")
             raise Refused(f"{exc.reason}: {escaped(exc.detail, 200)}", kind) from None
-    kid = escaped(str(data[SIG_FIELD].get("key_id")), 64)
+    raw_kid: str | None = str(data[SIG_FIELD].get("key_id"))
+    kid = escaped(str(raw_kid), 64)
+    if kid != raw_kid:
+        raw_kid = None  # not a key id a keys file could name: nothing to wait for
     table = escaped(topic_table, 64)
     named = data.get("table_id")
     if isinstance(named, str) and named != topic_table:
@@ -285,11 +291,13 @@ def signed(data: Any, topic_table: str, keys_of: KeysOf) -> dict[str, Any]:
             f"register it ([record] feed_keys_file) once paigow-table feed-key show on "
             f"{table} prints that key id",
             "key_unregistered",
+            raw_kid,
         )
     raise Refused(
         f"key_changed: {table} signs with {kid}, not with its registered key "
         f"({', '.join(sorted(keys))}): a new key is registered by the casino, not by the table",
         "key_changed",
+        raw_kid,
     )
 
 

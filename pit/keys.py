@@ -8,15 +8,17 @@ file with one line per key::
 A table may have several lines (a new key registered before the table switches to it); a table
 with none is not registered: its messages are refused with a ``key_unregistered`` record alarm
 naming the key id it signs with, so IT can check it (``paigow-table feed-key show`` on the
-table) and add the line. The file is read again when it changes (its mtime): registering a key
-needs no restart. A file that does not parse is refused at start (``PitConfigError``); later,
+table) and add the line. The file is read again when its content changes (its SHA-256, checked
+at every batch: an edit that keeps its size and mtime is seen too): registering a key needs no
+restart, and a message refused only for a key not registered yet is judged again then
+(``pit.awaiting``). A file that does not parse is refused at start (``PitConfigError``); later,
 the keys read before stay in force and the error is logged.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -72,30 +74,32 @@ class FeedKeys:
     ) -> None:
         self.path = path
         self._keys: dict[str, Keyring] = dict(keys or {})
-        self._stamp: tuple[int, int] | None = None
+        self._digest: bytes | None = None
         if path is not None:
             self._keys.update(self._read(path))
 
     def _read(self, path: Path) -> dict[str, dict[str, Ed25519PublicKey]]:
-        st = os.stat(path)
-        keys = parse_keys(path.read_text(encoding="utf-8"), str(path))
-        self._stamp = (st.st_mtime_ns, st.st_size)
+        data = path.read_bytes()
+        keys = parse_keys(data.decode("utf-8"), str(path))
+        self._digest = hashlib.sha256(data).digest()
         return keys
 
-    def refresh(self) -> None:
-        """Read the keys file again if it changed; a file that no longer parses keeps the keys
-        read before (logged)."""
+    def refresh(self) -> bool:
+        """Read the keys file again if its content changed (True then); a file that no longer
+        parses keeps the keys read before (logged). By content, not (mtime, size): an edit
+        within the same second and of the same length is not missed."""
         if self.path is None:
-            return
+            return False
         try:
-            st = os.stat(self.path)
-            if (st.st_mtime_ns, st.st_size) == self._stamp:
-                return
+            data = self.path.read_bytes()
+            if hashlib.sha256(data).digest() == self._digest:
+                return False
             self._keys = dict(self._read(self.path))
         except (OSError, ValueError) as exc:
             log.error("pit_feed_keys_unreadable: %s (the keys read before stay)", exc)
-            return
+            return False
         log.info("pit_feed_keys_read tables=%d", len(self._keys))
+        return True
 
     def for_table(self, table_id: str) -> Keyring | None:
         return self._keys.get(table_id)

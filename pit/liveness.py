@@ -31,6 +31,7 @@ keeps the seq (its newest 20,000 messages) or is gone.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import uuid
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ from pit.config import LivenessConfig
 
 if TYPE_CHECKING:
     from pit.store import Outcome, Store
+
+log = logging.getLogger("pit.liveness")
 
 
 @dataclass
@@ -98,6 +101,11 @@ class Liveness:
             if now - self.asked.get(table_id, -math.inf) < 2 * after:
                 continue
             self.asked[table_id] = now
+            # A gap is news only once it outlives its grace (most fill within milliseconds).
+            log.warning(
+                "pit_gap table=%s seqs=%s open over %g s: resend asked",
+                table_id, _shown(seqs), after,
+            )  # fmt: skip
             for first, last in seq_ranges(seqs, RESEND_MAX):
                 fields = {"from_seq": first, "to_seq": last}
                 commands.append(
@@ -125,6 +133,12 @@ class Liveness:
 
 #: ``resend`` commands a sweep sends at most (a flood of gaps is asked for over several sweeps).
 RESEND_COMMANDS = 50
+
+
+def _shown(seqs: list[int]) -> str:
+    runs = seq_ranges(sorted(seqs), 10**9)
+    text = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:10])
+    return text + (f",… ({len(runs)} runs)" if len(runs) > 10 else "")
 
 
 def seq_ranges(seqs: list[int], longest: int) -> list[tuple[int, int]]:

@@ -77,7 +77,12 @@ class PageQueries(Database):
             record.setdefault(tid, []).append(
                 {"id": rid, "kind": kind, "detail": detail, "raised_at": raised}
             )
-        counts = {"per_hour": per_hour, "gaps": gaps, "rejected": rejected}
+        awaiting = dict(
+            self._grouped(
+                "SELECT table_id, count(*) FROM awaiting_key WHERE received_at >= ?", 0.0, table_ids
+            )
+        )
+        counts = {"per_hour": per_hour, "gaps": gaps, "rejected": rejected, "awaiting": awaiting}
         return [_tile(row, counts, record) for row in rows]
 
     def _grouped(
@@ -264,6 +269,7 @@ def _tile(
         "first_seq": first,
         "high_seq": high,
         "open_gaps": counts["gaps"].get(tid, 0),
+        "awaiting_key": counts["awaiting"].get(tid, 0),
         "record_alarms": record.get(tid, []),
         "chain": {"event_id": ev, "made_at": made},
         "status_time": (st or {}).get("time"),

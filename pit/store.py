@@ -30,6 +30,7 @@ from controller.messages import (
     StatusPayload,
 )
 from pit import judge
+from pit.awaiting import TAKE, AwaitingKeys
 from pit.db import (
     Incoming,
     Limits,
@@ -98,24 +99,35 @@ class Store(Projections, PageQueries):
         #: what the batch knows and has still to write (issue 31: each table's row read once a
         #: batch, locked in table order, changed in memory; rows written once a batch)
         self._state = BatchState()
+        #: messages refused only for a key not registered yet (``pit.awaiting``), and whether
+        #: the next batch looks for those whose key now is (at start: the file may have changed)
+        self.awaiting = AwaitingKeys(self.all, self.x)
+        self._rejudge = True
         self.connect()
 
     def ingest(self, batch: Sequence[Incoming]) -> Outcome:
         """Store a batch in one transaction, each message judged alone (see the module's text
-        and :meth:`_batch`). Raises only when the database itself is down."""
-        self.feed_keys.refresh()
-        judged = [self._judge(item) for item in batch]  # before any lock is taken
-        self._new_tables(batch)
+        and :meth:`_batch`), after the messages that waited for a key now registered. Raises
+        only when the database itself is down."""
+        if self.feed_keys.refresh():
+            self._rejudge = True
+        waiting = self.awaiting.due(self.feed_keys.for_table) if self._rejudge else []
+        items = [*(item for _, item in waiting), *batch]
+        judged = [self._judge(item) for item in items]  # before any lock is taken
+        self._new_tables(items)
         known = set(self._known)
         try:
             with self.transaction():
-                out = self._batch(batch, judged)
+                self.awaiting.taken([row_id for row_id, _ in waiting])
+                out = self._batch(items, judged)
                 self._reject_bursts(out, batch[-1].received_at if batch else time.time())
         except BaseException:
             self._known = known  # rows made in the rolled-back transaction are gone
             raise
         finally:
             self._state = BatchState()  # the locks end with the transaction
+        self._rejudge = len(waiting) >= TAKE  # more to take with the next batch
+        out.rejudged = len(waiting)
         return out
 
     def _batch(self, batch: Sequence[Incoming], judged: list[Judged]) -> Outcome:
@@ -213,6 +225,8 @@ class Store(Projections, PageQueries):
             return
         if isinstance(msg, Refused):
             self._reject(item, msg.reason, out)
+            if msg.key_id is not None and self.awaiting.keep(item, topic_table, msg.key_id):
+                out.awaiting += 1  # judged again once its key is registered
             if msg.kind is not None:  # not the table's signed words: a finding on its topic
                 self._signature_alarm(item, topic_table, kind, msg, out)
             return

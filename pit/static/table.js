@@ -24,7 +24,7 @@ function render(t) {
     <button class="btn small" data-alarm="${esc(a.alarm_id)}">Acknowledge</button></li>`).join("") || "<li>none</li>";
   const c = t.chain || {};
   $("record").innerHTML = `<dt>Messages</dt><dd>seq ${t.first_seq ?? "—"} – ${t.high_seq ?? "—"}</dd>
-    <dt>Missing</dt><dd>${(t.gaps || []).filter((g) => g.filled_at == null).map((g) => "seq " + g.seq).join(", ") || "none"}${(t.gaps || []).some((g) => g.filled_at != null) ? ` · filled later: ${(t.gaps || []).filter((g) => g.filled_at != null).length}` : ""}</dd><dt>Chain head</dt><dd>row ${c.event_id ?? "—"} at ${esc(dateTimeAt(c.made_at))}</dd>
+    <dt>Missing</dt><dd>${t.awaiting_key ? `${t.awaiting_key} message${t.awaiting_key > 1 ? "s" : ""} wait for the table's key to be registered; ` : ""}${(t.gaps || []).filter((g) => g.filled_at == null).map((g) => "seq " + g.seq).join(", ") || (t.awaiting_key ? "none else" : "none")}${(t.gaps || []).some((g) => g.filled_at != null) ? ` · filled later: ${(t.gaps || []).filter((g) => g.filled_at != null).length}` : ""}</dd><dt>Chain head</dt><dd>row ${c.event_id ?? "—"} at ${esc(dateTimeAt(c.made_at))}</dd>
     <dt>Checkpoints</dt><dd>${(t.checkpoints || []).length} kept (newest 20 shown) · ${(t.checkpoints || []).filter((k) => k.signature === "valid").length} valid</dd>`;
   $("record-alarms").innerHTML = (t.record_alarms || []).map((a) => `<li><b>${esc(a.kind)}</b> ${esc(a.detail)}
     <button class="btn small" data-record="${esc(a.id)}">Acknowledge</button></li>`).join("");

@@ -130,9 +130,10 @@ def test_a_table_without_a_registered_key_is_refused_naming_its_key(
         assert [a["kind"] for a in store.tiles(["PG-01"])[0]["record_alarms"]] == ["unsigned"]
         keys_file.write_text(keys_file.read_text() + feed_keys_file(
             tmp_path / "more", ["PG-05"]).read_text())  # fmt: skip
+        waited = len(items)  # refused for their key alone: judged again now (issue 39)
         items = [Incoming(t, wire(b), False, time.time()) for t, b in table.next_round(
             datetime.now(UTC))]  # fmt: skip
-        assert store.ingest(items).stored == len(items)
+        assert store.ingest(items).stored == waited + len(items)
     finally:
         store.close()
 
