@@ -190,6 +190,9 @@ def stale(output: Path) -> list[str]:
 
 def cmd_schemas(args: argparse.Namespace) -> int:
     output = Path(args.output)
+    if args.check and not output.is_dir():  # 66, one line, as every command (docs/audit.md)
+        print(f"paigow-table schemas: {output}: no such directory", file=sys.stderr)
+        return 66
     if args.check:
         problems = stale(output)
         for name in problems:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -132,29 +134,53 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from pit.store import migrate, redact
 
     config = _config(args.config)
-    applied = migrate(config.database_url)
+    with _database(config.database_url):
+        applied = migrate(config.database_url)
     print(f"{redact(config.database_url)}: applied {', '.join(applied) or 'nothing (current)'}")
     return 0
 
 
 def _store(config: PitConfig) -> Store:
-    from pit.service import store_factory
+    """The pit's database for a command that reads it: one it lacks (a SQLite file that is not
+    there) is 66, one it cannot reach (the server down, the database missing on it, no
+    permission) is 69 with the database's own reason, one line each, never a traceback."""
+    from controller.cli.exits import EXIT_NOINPUT, CliError
+    from pit.db import Shifts, sqlite_file
+    from pit.store import Store
 
-    return store_factory(config)()
+    url = config.database_url
+    path = sqlite_file(url)
+    if path is not None and not path.is_file():
+        raise CliError(EXIT_NOINPUT, f"database {path}: no such file (pit migrate makes it)")
+    shifts = Shifts(config.shift.starts, config.shift.timezone)
+    with _database(url):  # it reads what was stored: no keys needed (nor warned about)
+        return Store(url, shifts=shifts, root=config.site.root)
+
+
+@contextlib.contextmanager
+def _database(url: str) -> Iterator[None]:
+    """The database's failures as the command's one line and status 69 (module ``_store``)."""
+    from controller.cli.exits import EXIT_UNAVAILABLE, CliError
+    from pit.db import database_down, down_reason
+
+    try:
+        yield
+    except Exception as exc:
+        if not database_down(exc):
+            raise
+        raise CliError(EXIT_UNAVAILABLE, down_reason(url, exc)) from None
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     config = _config(args.config)
     store = _store(config)
-    try:
+    with _database(config.database_url), contextlib.closing(store):
         n = 0
         out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
         with out if out is not sys.stdout else _nullcontext():
             for line in store.export_lines(args.table):
                 out.write(line + "\n")
                 n += 1
-    finally:
-        store.close()
     print(f"{args.table}: {n} messages", file=sys.stderr)
     return 0 if n else 1
 
@@ -172,11 +198,9 @@ def cmd_shift(args: argparse.Namespace) -> int:
 
     config = _config(args.config)
     store = _store(config)
-    try:
+    with _database(config.database_url), contextlib.closing(store):
         chosen = args.shift or next(iter(shift.shifts(store)), "")
         rows = shift.numbers(store, chosen)
-    finally:
-        store.close()
     if args.csv:
         sys.stdout.write(shift.to_csv(rows))
     else:
@@ -195,11 +219,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 78
     key = read_hex_key(config.shift.report_key_file)
     store = _store(config)
-    try:
+    with _database(config.database_url), contextlib.closing(store):
         chosen = args.shift or next(iter(shift.shifts(store)), "")
         body = shift.report(store, chosen, key, config.shift.report_key_file.name, config.site.id)
-    finally:
-        store.close()
     Path(args.output).write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
     print(f"shift {chosen}: {len(body['numbers'])} rows, signed", file=sys.stderr)
     return 0
@@ -233,6 +255,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     port_free(args.http_port, "--http-port")
 
     try:
-        return asyncio.run(run_demo(args))
+        with _database(args.database or "sqlite://"):  # a --database that is down: 69
+            return asyncio.run(run_demo(args))
     except KeyboardInterrupt:
         return 130

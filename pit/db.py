@@ -167,6 +167,18 @@ def redact(url: str) -> str:
     return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://{user}@{host}"
 
 
+def down_reason(url: str, exc: BaseException) -> str:
+    """Why the database at ``url`` could not be used, in one line for a person: the database's
+    own words (its first line), the URL without its password."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"database {redact(url)}: {type(exc).__name__}: {first}".rstrip(": ")
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite database URL (None for PostgreSQL)."""
+    return Path(_sqlite_path(url)) if database_kind(url) == "sqlite" else None
+
+
 def _sqlite_path(url: str) -> str:
     path = url.removeprefix("sqlite:///")
     return path

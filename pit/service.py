@@ -19,9 +19,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from pit.config import PitConfig, PitConfigError, read_hex_key
+from pit.db import down_reason
 from pit.ingest import Ingest
 from pit.keys import FeedKeys
-from pit.store import STATUS_GAP_GRACE, Limits, Outcome, Shifts, Store, migrate, redact
+from pit.store import STATUS_GAP_GRACE, Limits, Outcome, Shifts, Store, migrate
 from pit.web import PitWeb
 
 log = logging.getLogger("pit")
@@ -174,8 +175,8 @@ class Pit:
                 applied = await asyncio.to_thread(migrate, self.config.database_url)
                 break
             except Exception as exc:
-                log.warning("pit_migrate_waiting db=%s: %s", redact(self.config.database_url),
-                            type(exc).__name__)  # fmt: skip
+                # The database's own reason (refused, no such database, a password), in a line.
+                log.warning("pit_migrate_waiting %s", down_reason(self.config.database_url, exc))
                 try:
                     await asyncio.wait_for(stop.wait(), 2.0)
                     return

@@ -171,14 +171,16 @@ def cmd_authenticate(args: argparse.Namespace) -> int:
 
 
 def cmd_software(args: argparse.Namespace) -> int:
+    from controller.cli.exits import EXIT_NOINPUT, CliError, file_refusal
     from controller.software import check_software, seal
 
+    if args.prefix and not Path(args.prefix).is_dir():
+        raise CliError(EXIT_NOINPUT, f"installation {args.prefix}: no such directory")
     if args.action == "seal":
         try:
             path, entries = seal(Path(args.prefix) if args.prefix else None)
         except OSError as exc:
-            print(f"software seal: {exc}", file=sys.stderr, flush=True)
-            return 1
+            raise file_refusal(exc, "file") from None
         print(f"{path}: {entries} files and links sealed", flush=True)
         return 0
     check = check_software(Path(args.prefix) if args.prefix else None)

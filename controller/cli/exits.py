@@ -5,10 +5,12 @@ input is not what the command reads (not a journal, not a way file), 66 it does 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sqlite3
 from datetime import UTC, datetime
+from typing import NoReturn
 from urllib.parse import quote
 
 EXIT_OK = 0
@@ -17,15 +19,25 @@ EXIT_USAGE = 2  # argparse's own status for a bad command line
 EXIT_DATAERR = 65  # sysexits EX_DATAERR: not a journal, not a way file, damaged
 EXIT_NOINPUT = 66  # sysexits EX_NOINPUT: no such file
 EXIT_IOERR = 74  # sysexits EX_IOERR: permissions, an I/O error
-EXIT_UNAVAILABLE = 69  # sysexits EX_UNAVAILABLE: a port the command needs is taken
+EXIT_UNAVAILABLE = 69  # sysexits EX_UNAVAILABLE: a port it needs is taken, a service is down
 
 #: The exit statuses, in every command's --help (docs/audit.md, "Exit statuses").
 EXIT_STATUSES = (
     "exit statuses: 0 nothing found; 1 a finding (what the command looks for is wrong, or "
     "absent); 2 bad arguments; 65 the input is not what the command reads (not a journal, not "
-    "a way file); 66 no such file; 69 a port it needs is in use; 74 it cannot be read. "
+    "a way file); 66 no such file; 69 a port it needs is in use, or a database it needs is "
+    "down; 74 it cannot be read. "
     "Anything but 0 and 1 is one line on stderr (docs/audit.md, 'Exit statuses')."
 )
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage error is one line on stderr, exit 2 (the rule of every
+    status but 0 and 1), naming the ``--help`` that shows the usage. Subcommands' parsers are
+    of the same class (argparse makes them of their parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 class CliError(Exception):
@@ -51,6 +63,16 @@ def existing_file(path: str, what: str) -> str:
     except OSError as exc:
         raise CliError(EXIT_IOERR, f"{what} {path}: cannot be read: {exc.strerror}") from None
     return path
+
+
+def file_refusal(exc: OSError, what: str) -> CliError:
+    """The one-line refusal of a file the command could not open: 66 missing (or a directory
+    where a file was meant), 74 anything else (permissions, an I/O error)."""
+    name = exc.filename if exc.filename is not None else ""
+    if isinstance(exc, FileNotFoundError | IsADirectoryError | NotADirectoryError):
+        why = "is a directory, not a file" if isinstance(exc, IsADirectoryError) else "no such file"
+        return CliError(EXIT_NOINPUT, f"{what} {name}: {why}")
+    return CliError(EXIT_IOERR, f"{what} {name}: cannot be read: {exc.strerror or exc}")
 
 
 def existing_journal(path: str) -> str:

@@ -9,6 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from controller.cli.exits import EXIT_DATAERR, CliError, file_refusal
+
 
 def _key_path(args: argparse.Namespace) -> Path:
     """``--key-file``, else the config's (``[mqtt] feed_key_file`` or ``feed.key`` beside its
@@ -46,9 +48,10 @@ def cmd_feed_key(args: argparse.Namespace) -> int:
             signer, created = create_feed_key(path)
         else:
             signer, created = read_feed_key(path), False
-    except (OSError, ValueError, ConfigError) as exc:
-        print(f"feed-key {args.action}: {exc}", file=sys.stderr, flush=True)
-        return 1
+    except OSError as exc:  # the key (or the config naming it) missing or unreadable
+        raise file_refusal(exc, "file") from None
+    except (ValueError, ConfigError) as exc:  # not a key, or not a config
+        raise CliError(EXIT_DATAERR, str(exc).splitlines()[0]) from None
     if created:
         print(f"{path}: a new key, readable by this user only", file=sys.stderr, flush=True)
     print(f"key_id {signer.key_id}", flush=True)

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
 
-from controller.cli.exits import EXIT_DATAERR, EXIT_IOERR, EXIT_NOINPUT, CliError
+from controller.cli.exits import EXIT_DATAERR, EXIT_IOERR, EXIT_NOINPUT, CliError, Parser
 from controller.game.cards import CardError, card_texts, parse_cards
 from controller.game.house_way import HouseWayError, house_way
 from controller.game.house_way_cache import Setter
@@ -414,7 +414,7 @@ def cmd_house_way(args: argparse.Namespace) -> int:
     return 0
 
 
-class _HouseWayParser(argparse.ArgumentParser):
+class _HouseWayParser(Parser):
     """``house-way``: seven cards (or none, for a stream), or the verbs ``check FILE`` and
     ``diff A B``, each its own parser, so its options go anywhere and ``--help`` is its own."""
 
@@ -455,7 +455,7 @@ def _verb_options(p: argparse.ArgumentParser, json_help: str) -> None:
 def _verbs(prog: str) -> dict[str, argparse.ArgumentParser]:
     from controller.cli.exits import EXIT_STATUSES
 
-    check = argparse.ArgumentParser(
+    check = Parser(
         prog=f"{prog} check",
         epilog=EXIT_STATUSES,
         description="Prove a way file (or a shipped way) over all 154,143,080 hands: exactly "
@@ -465,7 +465,7 @@ def _verbs(prog: str) -> dict[str, argparse.ArgumentParser]:
     check.add_argument("file", metavar="FILE|NAME", help="a way file, or a shipped way's name")
     _verb_options(check, "print one JSON object (hands_by_rule, failures, …)")
     check.set_defaults(func=cmd_check, command="house-way", action="check")
-    diff = argparse.ArgumentParser(
+    diff = Parser(
         prog=f"{prog} diff",
         epilog=EXIT_STATUSES,
         description="The exact share of all 154,143,080 hands two ways set differently, by "

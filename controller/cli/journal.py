@@ -8,16 +8,19 @@ import sqlite3
 import sys
 
 from controller.cli.exits import (
+    EXIT_DATAERR,
     EXIT_IOERR,
     CliError,
     existing_file,
     existing_journal,
+    file_refusal,
 )
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from controller.journal.maintenance import check_journal
 
+    existing_file(args.journal, "journal")  # a directory is 66 with the rest, not an I/O error
     result = check_journal(args.journal)
     print(result.summary(), file=sys.stdout if result.ok else sys.stderr, flush=True)
     return result.status
@@ -81,9 +84,14 @@ def cmd_verify_archive(args: argparse.Namespace) -> int:
 
         try:
             key = read_hex_key(args.key_file)
-        except (OSError, ValueError) as exc:
-            print(f"verify-archive: {exc}", file=sys.stderr)
-            return 2
+        except OSError as exc:
+            raise file_refusal(exc, "key file") from None
+        except ValueError as exc:
+            raise CliError(EXIT_DATAERR, f"key file {args.key_file}: {exc}") from None
+    if args.journal:
+        existing_journal(args.journal)
+    for name in args.files:
+        existing_file(name, "archive")
     worst = 0
     for name in args.files:
         if args.journal:  # also: the journal's chained archived event names it and its rows

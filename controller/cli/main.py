@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterable, Sequence
 from controller.cli import house_way, table
 from controller.cli.exits import (
     EXIT_DATAERR,
-    EXIT_IOERR,
-    EXIT_NOINPUT,
     EXIT_STATUSES,
     CliError,
+    Parser,
+    file_refusal,
 )
 
 
@@ -35,7 +35,7 @@ def build_parser(
         Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]
     ] = (),
 ) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = Parser(
         prog="paigow-table",
         description="Dealer Open Pai Gow table controller",
     )
@@ -95,10 +95,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except CliError as exc:
         return _refuse(name, str(exc), exc.code)
-    except FileNotFoundError as exc:  # a path no command checked first: still one line
-        return _refuse(name, f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_NOINPUT)
-    except PermissionError as exc:
-        return _refuse(name, f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_IOERR)
+    except OSError as exc:  # a path no command checked first: still one line, 66 or 74
+        if exc.filename is None:
+            raise
+        refusal = file_refusal(exc, "file")
+        return _refuse(name, str(refusal), refusal.code)
     except sqlite3.DatabaseError as exc:
         return _refuse(name, f"not a table's journal, or a damaged one: {exc}", EXIT_DATAERR)
     return code

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from controller.cli.exits import EXIT_DATAERR, EXIT_UNAVAILABLE, CliError, file_refusal
+
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -13,9 +15,12 @@ if TYPE_CHECKING:
 def cmd_monitor(args: argparse.Namespace) -> int:
     import asyncio
 
-    from controller.mqtt.feed import monitor
+    from controller.mqtt.feed import BrokerDown, monitor
 
-    return asyncio.run(monitor(args))
+    try:
+        return asyncio.run(monitor(args))
+    except BrokerDown as exc:  # once it was subscribed, it retries a lost broker instead
+        raise CliError(EXIT_UNAVAILABLE, str(exc)) from None
 
 
 def cmd_schemas(args: argparse.Namespace) -> int:
@@ -38,6 +43,7 @@ def cmd_sign_command(args: argparse.Namespace) -> int:
         body = json.loads(args.body)
         if not isinstance(body, dict):
             raise ValueError("the body must be a JSON object")
+        _check_command(args.kind, body)
         table_id = args.table_id or _config_table_id(args.config)
         if args.private_key:
             from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -48,7 +54,11 @@ def cmd_sign_command(args: argparse.Namespace) -> int:
                 raise ValueError(f"{args.private_key} is not an Ed25519 private key")
             key = loaded
         elif args.keys_file:
-            shared = read_keys(args.keys_file).get(args.key_id)
+            try:
+                keys = read_keys(args.keys_file)
+            except ValueError as exc:  # not a keys file: 65, as every command says it
+                raise CliError(EXIT_DATAERR, str(exc).splitlines()[0]) from None
+            shared = keys.get(args.key_id)
             if not isinstance(shared, bytes):
                 raise ValueError(f"no hmac-sha256 key {args.key_id!r} in {args.keys_file}")
             key = shared
@@ -56,11 +66,32 @@ def cmd_sign_command(args: argparse.Namespace) -> int:
             raise ValueError("give --keys-file (HMAC) or --private-key (Ed25519 PEM)")
         body.setdefault("request_id", args.request_id or uuid.uuid4().hex)
         signed = sign(key, args.key_id, args.kind, body, utc_now(), table_id=table_id)
-    except (ConfigError, OSError, ValueError) as exc:
-        print(f"sign-command: {exc}", file=sys.stderr, flush=True)
+    except OSError as exc:  # a keys file, a private key or a config missing or unreadable
+        raise file_refusal(exc, "file") from None
+    except (ConfigError, ValueError) as exc:
+        print(f"sign-command: {str(exc).splitlines()[0]}", file=sys.stderr, flush=True)
         return 2
     print(json.dumps(signed, ensure_ascii=False, separators=(",", ":")), flush=True)
     return 0
+
+
+def _check_command(kind: str, body: dict[str, object]) -> None:
+    """ValueError (exit 2) for a kind the table does not know or a body its schema refuses:
+    nothing is signed that the table would refuse to read (docs/mqtt.md)."""
+    from pydantic import ValidationError
+
+    from controller.messages import COMMAND_KINDS, parse_command
+    from controller.mqtt.signing import TABLE_FIELD
+
+    if kind not in COMMAND_KINDS:
+        raise ValueError(f"unknown command kind {kind!r} (one of {', '.join(COMMAND_KINDS)})")
+    fields = {k: v for k, v in body.items() if k != TABLE_FIELD}
+    try:
+        parse_command({**fields, "kind": kind})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"][1:]) or "body"
+        raise ValueError(f"the body is not a {kind} command: {where}: {first['msg']}") from None
 
 
 def _config_table_id(path: str) -> str:

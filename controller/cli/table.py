@@ -11,14 +11,18 @@ import sys
 def cmd_run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from controller.cli.exits import existing_file
     from controller.wiring import run_from_config
 
+    existing_file(args.config, "config")  # 66 or 74 as every command; a bad one is 78
     return asyncio.run(run_from_config(args.config))
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    from controller.cli.exits import existing_file
     from controller.config_check import check_config_main
 
+    existing_file(args.file, "config")  # 66 or 74, one line: a typo is not a config error
     return check_config_main(args.file)
 
 

@@ -169,6 +169,10 @@ def _payload_bytes(payload: Any) -> bytes:
 # --- paigow-table monitor ------------------------------------------------------------------------
 
 
+class BrokerDown(Exception):
+    """The broker could not be reached when ``monitor`` started (its command exits 69)."""
+
+
 async def monitor(
     args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
@@ -190,6 +194,7 @@ async def monitor(
     if args.password_file:
         password = Path(args.password_file).read_text(encoding="utf-8").rstrip("\r\n")
     seen = 0
+    subscribed = False
     while True:
         try:
             async with Client(
@@ -207,6 +212,7 @@ async def monitor(
                 await client.subscribe(topic, qos=1)
                 # Comments go to stderr: stdout is the feed alone (`monitor --json | jq`).
                 print(f"# subscribed to {topic} on {host}:{port}", file=err, flush=True)
+                subscribed = True
                 async for message in client.messages:
                     payload = _payload_bytes(message.payload)
                     if args.json:
@@ -223,5 +229,7 @@ async def monitor(
                     if args.count and seen >= args.count:
                         return 0
         except aiomqtt.MqttError as exc:
+            if not subscribed:  # down (or a typo) at the start: said at once, exit 69
+                raise BrokerDown(f"broker {host}:{port}: {exc}") from None
             print(f"# {host}:{port}: {exc}; retrying in 2 s", file=err, flush=True)
             await asyncio.sleep(2)  # retry interval while the broker is away
