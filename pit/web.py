@@ -213,7 +213,9 @@ class PitWeb:
             chosen = request.query.get("shift") or (known[0] if known else "")
             return {"shifts": known, "shift": chosen, "rows": shift_numbers.numbers(s, chosen)}
 
-        return web.json_response(await self.db(read))
+        # The zone the shift is named in, with it: the page labels it whatever came first.
+        answer = await self.db(read) | {"timezone": self.config.shift.timezone}
+        return web.json_response(answer)
 
     async def shift_csv(self, request: web.Request) -> web.Response:
         def read(s: Store) -> tuple[str, str]:

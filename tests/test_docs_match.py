@@ -132,26 +132,38 @@ def test_every_topic_schema_and_command_is_in_docs_mqtt_and_every_one_it_names_e
     assert named_commands - set(COMMAND_KINDS) == set()
 
 
-def test_the_example_messages_in_docs_mqtt_validate_against_their_schemas() -> None:
-    """A payload changed in the code and not in the docs fails here."""
-    mqtt = _text(REPO / "docs" / "mqtt.md")
-    checked = 0
-    for block in re.findall(r"```json\n(.*?)```", mqtt, re.S):
-        if "…" in block:
-            continue  # an abbreviated shape, not a message
-        example = json.loads(block)
-        if not isinstance(example, dict):
-            continue
-        if "schema" in example:
-            name = f"{example['schema']}.v{example.get('version', 1)}.json"
-        elif {"ok", "error", "request_id", "data"} <= set(example):
-            name = "reply.json"
-        else:
-            continue
-        schema = json.loads(_text(REPO / "docs" / "schemas" / name))
-        jsonschema.Draft202012Validator(schema).validate(example)
-        checked += 1
-    assert checked >= 10
+def test_every_example_message_in_the_docs_validates_and_its_signature_checks() -> None:
+    """Issue 39: an outside client checks the docs' examples against the published schemas
+    (Ajv, jsonschema) and their signatures against the test vector's key. Every ```json block
+    of every page parses (an abbreviated shape is fenced as text); every message among them
+    validates against its own schema, and every signed one verifies (docs/mqtt.md §2: the
+    examples are signed with the test vector's key). A payload changed in the code and not in
+    the docs fails here."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from controller.feed_signature import keyring, public_key_line, verify_envelope
+
+    vector = Ed25519PrivateKey.from_private_bytes(bytes(range(32))).public_key()
+    keys = keyring([public_key_line(vector)])
+    checked = signed = 0
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for block in re.findall(r"```json\n(.*?)```", _text(page), re.S):
+            example = json.loads(block)  # a block that is not JSON fails: fence it as text
+            if not isinstance(example, dict):
+                continue
+            if "schema" in example:
+                name = f"{example['schema']}.v{example.get('version', 1)}.json"
+            elif {"ok", "error", "request_id", "data"} <= set(example):
+                name = "reply.json"
+            else:
+                continue
+            schema = json.loads(_text(REPO / "docs" / "schemas" / name))
+            jsonschema.Draft202012Validator(schema).validate(example)
+            checked += 1
+            if "schema" in example:  # a feed message: signed, as every message the table sends
+                verify_envelope(example, keys, table_id=example["table_id"])
+                signed += 1
+    assert checked >= 11 and signed >= 7
 
 
 # --- commands, options and way digests (issue 34) -----------------------------------------------

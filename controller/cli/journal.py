@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sqlite3
 import sys
 
 from controller.cli.exits import (
     EXIT_DATAERR,
     EXIT_IOERR,
+    EXIT_USAGE,
     CliError,
     existing_file,
     existing_journal,
@@ -56,15 +58,18 @@ def cmd_archive(args: argparse.Namespace) -> int:
     from controller.journal.maintenance import archive_rounds
 
     existing_journal(args.journal)  # a typo must not create an empty journal
+    _its_table(args.journal, args.table_id)
     directory = Path(args.to) if args.to else Path(args.journal).parent / "archive"
     before = datetime.now(UTC) - timedelta(days=args.older_than_days)
     with Journal.open(args.journal, args.table_id) as journal:
         report = archive_rounds(journal, before=before, directory=directory)
     for path in report.files:
         print(path, flush=True)
+    applied = datetime.fromisoformat(report.cutoff.replace("Z", "+00:00"))
+    floored = " (retention keeps at least a day)" if applied < before else ""
     print(
         f"archived {report.rounds} rounds and {report.events} events opened before "
-        f"{before:%Y-%m-%d %H:%M} UTC into {len(report.files)} file(s) in {directory}"
+        f"{applied:%Y-%m-%d %H:%M:%S} UTC{floored} into {len(report.files)} file(s) in {directory}"
         + (
             f"; {report.kept_pending} kept: their messages wait for the broker"
             if report.kept_pending
@@ -73,6 +78,23 @@ def cmd_archive(args: argparse.Namespace) -> int:
         flush=True,
     )
     return 0
+
+
+def _its_table(journal: str, table_id: str) -> None:
+    """A usage error (2) when the journal is another table's: archiving under a table id it
+    does not hold would find nothing and write an empty trail under the wrong name."""
+    uri = f"file:{journal}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+        held = {
+            str(k).rpartition("/")[2]
+            for (k,) in conn.execute("SELECT key FROM meta WHERE key LIKE '%/%'")
+        } | {str(t) for (t,) in conn.execute("SELECT DISTINCT table_id FROM rounds")}
+    if held and table_id not in held:
+        raise CliError(
+            EXIT_USAGE,
+            f"journal {journal} is table {', '.join(sorted(held))}'s, not {table_id}'s "
+            "(--table-id)",
+        )
 
 
 def cmd_verify_archive(args: argparse.Namespace) -> int:

@@ -364,6 +364,7 @@ class ArchiveReport:
     rounds: int = 0
     events: int = 0
     kept_pending: int = 0  # old rounds kept because their messages wait for the broker
+    cutoff: str = ""  # the cut-off applied (never less than MIN_RETENTION before now)
 
 
 def _write_archive(
@@ -490,7 +491,7 @@ def archive_rounds(
         events += sum(len(r.events) for r in records) + len(loose)
         if len(records) < batch and len(loose) < batch * 10:
             break
-    return ArchiveReport(tuple(files), rounds, events, journal.pending_old_rounds(cutoff))
+    return ArchiveReport(tuple(files), rounds, events, journal.pending_old_rounds(cutoff), cutoff)
 
 
 def export_rounds(

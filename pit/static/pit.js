@@ -214,6 +214,7 @@ async function shift() {
   const r = await fetch("/api/shift");
   if (!r.ok) return;
   const data = await r.json();
+  setZone(data.timezone);  // the shift is named in the pit's zone, even before the stream
   const name = data.shift ? `${data.shift} (${zoneName()})` : "none yet";
   $("shift-name").textContent = name;
   $("csv").href = "/api/shift.csv?shift=" + encodeURIComponent(data.shift || "");

@@ -6,10 +6,19 @@ import {$, esc, setZone, pitClock, pitNow, timeAt, dateTimeAt} from "/static/pit
 import {el, fill, cardRow, cap, lineName, pays} from "/static/common.js";
 const tableId = decodeURIComponent(location.pathname.split("/").pop());
 
+// What the pit answers a supervisor is said in place, beside the badge and PIN (as the dealer
+// page says it in its own dialog), never in a browser alert that blocks the page.
+function say(text, ok) {
+  const p = $("ack-said");
+  p.textContent = text;
+  p.className = ok ? "said ok" : "said refused";
+  p.hidden = !text;
+}
+
 async function post(url, body) {
   const r = await fetch(url, {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
-  const data = await r.json();
-  if (!r.ok) alert(data.error || "refused");
+  const data = await r.json().catch(() => ({}));
+  say(r.ok ? "Acknowledged." : (data.error || "refused"), r.ok);
   return data;
 }
 
@@ -43,7 +52,7 @@ document.addEventListener("click", async (e) => {
   const alarm = e.target.closest("[data-alarm]");
   const record = e.target.closest("[data-record]");
   const round = e.target.closest("[data-round]");
-  if ((alarm || record) && (!badge || !pin)) { alert("The supervisor's badge and PIN first"); return; }
+  if ((alarm || record) && (!badge || !pin)) { say("The supervisor's badge and PIN first.", false); $(badge ? "pin" : "badge").focus(); return; }
   if (alarm) {
     await post("/api/acknowledge", {table_id: tableId, alarm_id: alarm.dataset.alarm, badge, pin});
     $("pin").value = "";

@@ -171,3 +171,41 @@ def test_every_help_says_the_exit_statuses(command: list[str]) -> None:
     done = run(*command, "--help")
     assert done.returncode == 0
     assert "exit statuses: 0 nothing found; 1 a finding" in " ".join(done.stdout.split())
+
+
+def test_journal_archive_names_the_cut_off_it_applies_and_only_its_own_table(
+    journal: Path, tmp_path: Path
+) -> None:
+    """Issue 39: ``--older-than-days 0`` printed a cut-off it did not apply (retention keeps a
+    day), and another table's id was taken."""
+    import shutil
+    from datetime import UTC, datetime, timedelta
+
+    copy = tmp_path / "j.sqlite3"
+    shutil.copy(journal, copy)
+    with sqlite3.connect(copy) as conn:
+        (table,) = conn.execute("SELECT table_id FROM rounds LIMIT 1").fetchone()
+    line = refused(
+        run(
+            "journal",
+            "archive",
+            "--journal",
+            str(copy),
+            "--table-id",
+            "PG-99",
+            "--older-than-days",
+            "1",
+        ),
+        2,
+        table,
+        "PG-99",
+    )
+    assert "--table-id" in line
+    done = run("journal", "archive", "--journal", str(copy), "--table-id", table,
+               "--older-than-days", "0", "--to", str(tmp_path / "a"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.strip().splitlines()[-1]
+    assert "(retention keeps at least a day)" in said, said
+    stamp = said.split("opened before ", 1)[1][:19]
+    applied = datetime.fromisoformat(stamp).replace(tzinfo=UTC)
+    assert abs(applied - (datetime.now(UTC) - timedelta(days=1))) < timedelta(minutes=5)

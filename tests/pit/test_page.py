@@ -50,6 +50,8 @@ def _config(tmp: Path, broker: int, db_url: str, port: int, token: Path, key: Pa
         f'feed_keys_file = "{feed_keys_file(tmp / "feed-keys", sims, {"PG-01": tmp / "PG-01"})}"\n'
         f'[commands]\nkey_file = "{key}"\nkey_id = "pit"\nsupervisors_file = "{supervisors}"\n'
         f'[web]\nhost = "127.0.0.1"\nport = {port}\ntoken_file = "{token}"\n'
+        # The shift is named in the pit's zone (issue 39: it was labelled UTC).
+        '[shift]\ntimezone = "America/Los_Angeles"\n'
         "[protection]\nshufflers = { "
         + ", ".join(f'"PG-0{i}" = "{"MDX-2" if i % 2 else "SHF-9"} 10{i}"' for i in range(1, 7))
         + " }\n"
@@ -128,6 +130,12 @@ async def test_pit_page_live_tiles_and_acknowledge_by_signed_command(
             await page.wait_for_function(
                 "document.querySelectorAll('.table-tile').length === 6", timeout=WAIT_MS
             )
+            await (
+                page.locator("#shift-name")
+                .get_by_text("(America/Los_Angeles)")
+                .wait_for(timeout=WAIT_MS)
+            )
+            assert "UTC" not in await page.locator("#shift-name").inner_text()
             # Game protection pooled by shuffler and by model, across tables.
             await page.locator("#pools").get_by_text("MDX-2 101").wait_for(timeout=WAIT_MS)
             assert await page.locator("#pools tr").count() == 1 + 6 + 2
@@ -166,10 +174,21 @@ async def test_pit_page_live_tiles_and_acknowledge_by_signed_command(
             await page.locator("#round").get_by_text("Round #2").wait_for(timeout=WAIT_MS)
             await page.locator("#round .seats-table").wait_for(timeout=WAIT_MS)  # each seat
             await page.screenshot(path=str(SCREENS / "pit-table-1920x1080.png"), full_page=True)
+            dialogs: list[str] = []
+            page.on("dialog", lambda d: dialogs.append(d.message))
+            await page.locator("[data-alarm]").first.click()  # no badge yet: said in place
+            said = page.locator("#ack-said")
+            await said.get_by_text("badge and PIN first").wait_for(timeout=WAIT_MS)
             await page.fill("#badge", "S100")
+            await page.fill("#pin", "000000")  # a wrong PIN: said in place, nothing acknowledged
+            await page.locator("[data-alarm]").first.click()
+            await page.locator("#ack-said.refused").wait_for(timeout=WAIT_MS)
+            assert "Acknowledged" not in await said.inner_text()
+            assert await page.locator("[data-alarm]").count() >= 1
             await page.fill("#pin", PIN)
             await page.locator("[data-alarm]").first.click()
             await page.locator("#alarms").get_by_text("none").wait_for(timeout=WAIT_MS)
+            assert dialogs == []  # never a browser alert
             sent = pit.web.hub  # the signed command the pit sent, named
             del sent
             # Back on the floor: the alarm is gone from the tile.
