@@ -338,3 +338,13 @@ def test_every_measured_figure_says_how_to_measure_it() -> None:
             if figure and not _REPRODUCED.search(paragraph):
                 problems.append(f"{name}: {figure.group(0)!r} in: {paragraph[:120]!r}")
     assert problems == [], "\n".join(problems)
+
+
+def test_the_pit_example_says_to_check_it_with_pit_check_config() -> None:
+    """Issue 39: its header said to check it with ``pit migrate`` (which connects)."""
+    header = [
+        line
+        for line in _text(REPO / "config" / "pit.example.toml").splitlines()[:4]
+        if line.startswith("#")
+    ]
+    assert any("paigow-table pit check-config" in line for line in header), header

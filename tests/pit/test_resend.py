@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import secrets
 import sqlite3
 from collections.abc import AsyncIterator
@@ -72,7 +73,7 @@ async def _until(predicate: object, timeout: float = 30.0) -> None:
 
 
 async def test_messages_the_broker_lost_are_asked_for_and_stored_once(
-    broker: Mosquitto, db_url: str, tmp_path: Path
+    broker: Mosquitto, db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     secret = secrets.token_hex(32)
     command_key = _secret(tmp_path / "pit-command.key", secret)
@@ -97,6 +98,9 @@ async def test_messages_the_broker_lost_are_asked_for_and_stored_once(
             journaled = _journaled(table.journal)
             await _until(lambda: store.seqs("PG-09") == list(range(1, journaled[0] + 1)))
             assert pit.ingest.liveness.resends_sent >= 1
+            # The gap outlived its grace: now it is a warning, naming its seqs (issue 39).
+            warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+            assert [w for w in warned if w.startswith("pit_gap table=PG-09 seqs=")], warned
     finally:
         await table.close()
     counts = store.counts()
