@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
