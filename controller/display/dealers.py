@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from controller.config.readers import read_badges as read_badges
 from controller.config.readers import read_dealers as read_dealers
 from controller.config.readers import read_supervisors as read_supervisors
-from controller.credentials import BADGE, LOCKOUT_MAX_S, LOCKOUT_S, TRIES
+from controller.credentials import ADDRESS_TRIES, BADGE, LOCKOUT_MAX_S, LOCKOUT_S, TRIES
 from controller.credentials import DEALER_PIN_DIGITS as MIN_PIN_DIGITS
 from controller.credentials import PBKDF2_ITERATIONS as ITERATIONS
 from controller.credentials import SUPERVISOR_PIN_DIGITS as MIN_SUPERVISOR_PIN_DIGITS
@@ -75,9 +75,9 @@ class _Tries:
 
 @dataclass
 class Lockouts:
-    """Wrong tries per source: ``TRIES`` wrong ones lock that source out for ``LOCKOUT_S``,
-    doubling with each further lockout up to an hour, so guessing is slow and one guesser does
-    not lock the kiosk out."""
+    """Wrong tries per key (a source, or a badge): ``tries`` wrong ones (``TRIES`` unless the
+    caller says) lock that key out for ``LOCKOUT_S``, doubling with each further lockout up to an
+    hour, so guessing is slow and one guesser does not lock the kiosk out."""
 
     clock: Callable[[], float] = time.monotonic
     failures_total: int = 0
@@ -96,12 +96,12 @@ class Lockouts:
         if tries is not None:
             tries.failures = 0
 
-    def failed(self, source: str) -> None:
+    def failed(self, source: str, limit: int = TRIES, *, counted: bool = True) -> None:
         now = self.clock()
         tries = self._sources.setdefault(source, _Tries())
         tries.failures += 1
-        self.failures_total += 1
-        if tries.failures >= TRIES:
+        self.failures_total += counted
+        if tries.failures >= limit:
             tries.failures = 0
             tries.locked_until = now + min(LOCKOUT_MAX_S, LOCKOUT_S * 2**tries.lockouts)
             tries.lockouts += 1
@@ -116,7 +116,11 @@ class BadgeBook:
     PIN's), so wrong tries count together."""
 
     badges: dict[str, str]
+    #: wrong tries by address (``ADDRESS_TRIES``: a scan of badges), shared with a void PIN
     lockouts: Lockouts = field(default_factory=Lockouts)
+    #: wrong tries by badge (``TRIES``): one badge's PIN cannot be guessed, and one person's
+    #: wrong PINs lock out that badge, not every supervisor behind the same address
+    badge_lockouts: Lockouts = field(default_factory=Lockouts)
     #: What an unknown badge is checked against: the same work as a known one.
     dummy: str = ""
 
@@ -133,13 +137,14 @@ class BadgeBook:
     def check(self, badge: str, pin: str, source: str) -> Decision:
         """Blocking (PBKDF2, ~50 ms): run it in a thread. A wrong PIN and an unknown badge are
         refused the same way, after the same work."""
-        locked = self.lockouts.locked(source)
+        locked = self.badge_lockouts.locked(badge) or self.lockouts.locked(source)
         if locked is not None:
             return locked
         if self.matches(badge, pin):
-            self.lockouts.succeeded(source)
+            self.badge_lockouts.succeeded(badge)
             return Decision(200)
-        self.lockouts.failed(source)
+        self.badge_lockouts.failed(badge, TRIES, counted=False)
+        self.lockouts.failed(source, ADDRESS_TRIES)
         return Decision(403, "unknown badge or wrong PIN", "wrong_pin")
 
 

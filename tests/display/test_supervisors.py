@@ -152,17 +152,36 @@ async def test_an_unreadable_supervisors_file_never_falls_back_to_the_shared_pin
         assert [r["reason"] for r in _events(t.journal, "command_refused")] == ["disabled"]
 
 
-def test_wrong_supervisor_credentials_lock_their_source_out() -> None:
-    from controller.display.supervisors import PinGuard, SupervisorGate  # new in this change
+def test_wrong_supervisor_credentials_lock_their_badge_out_not_the_address() -> None:
+    """Issue 40 (F6): five wrong PINs lock out that badge, from every address (its PIN cannot
+    be guessed from many), and not the address: on loopback or behind a proxy every supervisor
+    shares it, and the others still act. A scan of badges from one address is stopped by the
+    address's own, higher limit."""
+    from controller.credentials import ADDRESS_TRIES
+    from controller.display.supervisors import PinGuard, SupervisorGate
 
     now = [0.0]
-    book = DealerBook({b: hash_pin(p, iterations=FAST) for b, p in PINS.items()})
-    gate = SupervisorGate(PinGuard(VOID_PIN, Lockouts(clock=lambda: now[0])), book)
+    clock = lambda: now[0]  # noqa: E731
+    book = DealerBook(
+        {b: hash_pin(p, iterations=FAST) for b, p in PINS.items()},
+        badge_lockouts=Lockouts(clock=clock),
+    )
+    gate = SupervisorGate(PinGuard(VOID_PIN, Lockouts(clock=clock)), book)
     for _ in range(5):
         assert gate.check("S-0042", "000000", "", "10.0.0.9").decision.code == "wrong_pin"
     locked = gate.check("S-0042", PINS["S-0042"], "", "10.0.0.9").decision
     assert not locked.allowed and locked.code == "locked_out"
-    assert gate.check("S-0042", PINS["S-0042"], "", "127.0.0.1").decision.allowed  # another
+    elsewhere = gate.check("S-0042", PINS["S-0042"], "", "127.0.0.1").decision
+    assert not elsewhere.allowed and elsewhere.code == "locked_out"  # the badge, anywhere
+    others = [b for b in PINS if b != "S-0042"]
+    assert others and all(
+        gate.check(b, PINS[b], "", "10.0.0.9").decision.allowed for b in others
+    )  # the same address: every other supervisor still acts
+    # A scan: one wrong PIN for each of many badges from one address locks the address out.
+    for n in range(ADDRESS_TRIES):
+        gate.check(f"X-{n}", "000000", "", "10.9.9.9")
+    scanned = gate.check(others[0], PINS[others[0]], "", "10.9.9.9").decision
+    assert not scanned.allowed and scanned.code == "locked_out"
     now[0] += 61
     ok = gate.check(" S-0042 ", PINS["S-0042"], "Somebody Else", "10.0.0.9")
     assert ok.decision.allowed and ok.by == "S-0042"

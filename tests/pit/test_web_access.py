@@ -161,6 +161,46 @@ async def test_a_forged_acknowledge_is_refused_and_a_badge_and_pin_acknowledge(
         store.close()
 
 
+async def test_one_supervisors_wrong_pins_do_not_lock_out_the_others_behind_one_address(
+    broker: Mosquitto, db_url: str, tmp_path: Path
+) -> None:
+    """Issue 40 (F6): behind a proxy (here loopback) every supervisor has one address. Five
+    wrong PINs for S100 lock S100 out, everywhere; S200 still acknowledges from the same
+    address. A scan of badges from that address is then stopped by its own limit."""
+    from controller.credentials import ADDRESS_TRIES
+
+    config, token = _config(tmp_path, broker.port, db_url)
+    _secret(
+        tmp_path / "supervisors",
+        f"S100 {hash_pin(PIN, iterations=20_000)}\nS200 {hash_pin('771203', iterations=20_000)}",
+    )
+    alarm_id = _seed(config)
+    pit = PitWeb(config, store_factory(config))
+    async with serving(pit), _commands(broker.port) as sent, aiohttp.ClientSession() as http:
+        url, auth = pit.url, {"Authorization": f"Bearer {token}"}
+        ack = {"table_id": "PG-01", "alarm_id": alarm_id}
+
+        async def post(badge: str, pin: str) -> tuple[int, str]:
+            body = ack | {"badge": badge, "pin": pin}
+            async with http.post(f"{url}/api/acknowledge", json=body, headers=auth) as r:
+                return r.status, str((await r.json()).get("error", ""))
+
+        for _ in range(5):
+            assert (await post("S100", "000000"))[0] == 403
+        status, error = await post("S100", PIN)
+        assert status == 403 and "too many" in error  # that badge, even with its right PIN
+        status, error = await post("S200", "771203")
+        assert status == 200, error  # another supervisor, the same address
+        async with asyncio.timeout(10):
+            while not sent:
+                await asyncio.sleep(0.05)
+        assert sent[0]["by"] == "S200"
+        for n in range(ADDRESS_TRIES):  # a scan of badges from one address
+            await post(f"X{n}", "000000")
+        status, error = await post("S200", "771203")
+        assert status == 403 and "too many" in error
+
+
 async def _guess_pins(url: str, token: str, forged: dict[str, str]) -> None:
     """Guessing PINs locks the source out (the table's policy: 5 tries)."""
     async with aiohttp.ClientSession() as guesser:
