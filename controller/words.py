@@ -99,6 +99,7 @@ REFUSALS: Final[dict[str, str]] = {
     "wrong_pin": "wrong PIN",
     "locked_out": "locked out after wrong PINs",
     "rate_limited": "over the rate limit",
+    "flood": "over the unsigned commands' budget",
 }
 
 #: How the first position was drawn (docs/rules.md §6).

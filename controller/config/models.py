@@ -540,6 +540,14 @@ class LimitsConfig(_Model):
         description="MQTT commands the table takes a minute; beyond it they are refused (one "
         "journal record and alarm per minute), never dropped silently",
     )
+    mqtt_unsigned_per_minute: int = Field(
+        default=30,
+        ge=1,
+        le=60_000,
+        description="on a table that takes signed commands: unsigned read-only commands and "
+        "refused ones it looks at a minute, a budget of their own (the casino's signed commands "
+        "keep theirs); beyond it they are counted, one warning a minute (docs/mqtt.md)",
+    )
     corrections_per_round: int = Field(
         default=2,
         ge=0,

@@ -257,8 +257,11 @@ class MqttService:
         #: The badges of the table's supervisors_file; None: no such file (names as typed).
         self.supervisors: frozenset[str] | None = None
         self.rate = CommandRate(120)
+        #: unsigned and refused commands' own budget on a table that takes signed ones: a flood
+        #: of them cannot use up what the casino's signed commands need (issue 40)
+        self.unsigned_rate = CommandRate(30)
         self.resends = CommandRate(RESEND_PER_MINUTE)  # seqs asked for again
-        self._over_reported: datetime | None = None
+        self._over_reported: dict[str, datetime] = {}  # budget → when last reported
 
     @property
     def _signer(self) -> FeedSigner:
@@ -313,21 +316,24 @@ class MqttService:
         one record a minute says how many were refused: a flood must not become a journal
         flood."""
         command = name[:64] if name in COMMAND_KINDS else "unknown"
-        if exc.reason == "rate_limited":
-            now = host.clock()
-            if self._over_reported is None or (now - self._over_reported) >= RATE_REPORT:
-                self._flush_over(host, command)
+        if exc.reason in ("rate_limited", "flood"):
+            last = self._over_reported.get(exc.reason)
+            if last is None or (host.clock() - last) >= RATE_REPORT:
+                self._flush_over(host, command, exc.reason)
             return
         host.refused(Refusal("mqtt", topic[:200], command, exc.reason, exc.error[:300]))
 
-    def _flush_over(self, host: PublisherHost, command: str = "any") -> None:
-        over = self.rate.take_over()
-        if over:
-            self._over_reported = host.clock()
-            detail = f"more than {self.rate.per_minute} commands a minute"
-            host.refused(
-                Refusal("mqtt", host.topic("cmd/+"), command, "rate_limited", detail, over)
-            )
+    def _flush_over(self, host: PublisherHost, command: str = "any", only: str = "") -> None:
+        """A record for each budget run over (``only``: that one), with how many it refused."""
+        for bucket, reason, what in (
+            (self.rate, "rate_limited", "signed commands" if self.verifier else "commands"),
+            (self.unsigned_rate, "flood", "unsigned or refused commands"),
+        ):
+            over = bucket.take_over() if only in ("", reason) else 0
+            if over:
+                self._over_reported[reason] = host.clock()
+                detail = f"more than {bucket.per_minute} {what} a minute"
+                host.refused(Refusal("mqtt", host.topic("cmd/+"), command, reason, detail, over))
 
     async def _report_over(self, host: PublisherHost) -> None:
         """The refusals over the rate since the last record, once a minute while they last."""
@@ -349,6 +355,7 @@ class MqttService:
         self.verifier = self._verifier(host)
         self.supervisors = _supervisors(host)
         self.rate = CommandRate(host.config.limits.mqtt_commands_per_minute)
+        self.unsigned_rate = CommandRate(host.config.limits.mqtt_unsigned_per_minute)
         reporter = asyncio.get_running_loop().create_task(
             self._report_over(host), name="mqtt.rate_report"
         )
@@ -567,15 +574,50 @@ class MqttService:
             log.error("command_failed", topic=topic[:200], error=_describe(exc), exc_info=exc)
 
     def _parse(self, host: PublisherHost, topic: str, payload: bytes) -> tuple[Command, str | None]:
-        """The command and the key that signed it, or CommandRefused: over the rate, refused by
-        parse_signed_command, naming a person who is no supervisor of this table
+        """The command and the key that signed it, or CommandRefused: over its budget, refused
+        by parse_signed_command, naming a person who is no supervisor of this table
         (``check_person``), or ``malformed`` when the parsing itself failed (a defect to fix:
-        logged as an error)."""
-        if not self.rate.admit(host.clock()):
+        logged as an error). A table without command keys takes every command from one budget;
+        one with keys gives its signed commands one (``rate``) and everything else — unsigned
+        read-only commands and every refusal — another (``unsigned_rate``), taken only after the
+        signature is checked, so no flood of unsigned or forged commands starves the casino's."""
+        if self.verifier is None:
+            if not self.rate.admit(host.clock()):
+                raise CommandRefused(
+                    f"refused: more than {self.rate.per_minute} commands a minute; "
+                    "try again shortly",
+                    reason="rate_limited",
+                )
+            return self._parsed(host, topic, payload)
+        try:
+            command, key_id = self._parsed(host, topic, payload)
+        except CommandRefused:
+            self._unsigned_admit(host)
+            raise
+        if key_id is None:
+            self._unsigned_admit(host)
+        elif not self.rate.admit(host.clock()):
             raise CommandRefused(
-                f"refused: more than {self.rate.per_minute} commands a minute; try again shortly",
+                f"refused: more than {self.rate.per_minute} signed commands a minute; "
+                "try again shortly",
+                command.request_id,
                 reason="rate_limited",
             )
+        return command, key_id
+
+    def _unsigned_admit(self, host: PublisherHost) -> None:
+        """CommandRefused (``flood``: counted, one warning a minute) past the unsigned budget."""
+        if not self.unsigned_rate.admit(host.clock()):
+            raise CommandRefused(
+                f"refused: more than {self.unsigned_rate.per_minute} unsigned or refused "
+                "commands a minute; try again shortly",
+                reason="flood",
+            )
+
+    def _parsed(
+        self, host: PublisherHost, topic: str, payload: bytes
+    ) -> tuple[Command, str | None]:
+        """``parse_signed_command`` and ``check_person``: the command and its key id."""
         try:
             command, key_id = parse_signed_command(
                 host.prefix,
@@ -614,6 +656,11 @@ class MqttService:
             command, key_id = self._parse(host, topic, payload)
         except CommandRefused as exc:
             reply = self._refuse(host, topic, name, len(payload), exc)
+            if exc.reason == "flood":
+                # Past the unsigned budget nothing is published in answer, not even a refusal:
+                # a flood of small commands must not make the table a broker's amplifier (the
+                # journal counts them, one record a minute; issue 40).
+                return
         else:
             # Journaled with the command (and an acknowledgement's identity): which key sent it.
             identity = topic if key_id is None else f"{topic} key={key_id}"
@@ -637,9 +684,12 @@ class MqttService:
     def _refuse(
         self, host: PublisherHost, topic: str, name: str, size: int, exc: CommandRefused
     ) -> ReplyPayload:
-        """A command refused before the table: counted, logged, journaled, answered."""
+        """A command refused before the table: counted, logged, journaled, answered (a flood's
+        refusals: counted, and one record a minute says how many, in the log as in the
+        journal)."""
         self.refused += 1
-        log.warning("command_refused", topic=topic[:200], size=size, error=exc.error)
+        if exc.reason != "flood":
+            log.warning("command_refused", topic=topic[:200], size=size, error=exc.error)
         try:
             self._report_refusal(host, topic, name, exc)
         except Exception as failure:  # the reply still goes out

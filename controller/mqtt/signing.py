@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 #: status; copies of messages it sent, within the resend budget): unsigned when
 #: ``unsigned_read_only``, so a pit without a command key may probe and ask for lost seqs
 #: without its refusals raising the table's command_refused alarm.
-READ_ONLY = frozenset({"status_request", "resend"})
+READ_ONLY = frozenset({"status_request"})
 AUTH_FIELDS = ("key_id", "issued_at", "signature")
 #: The body field naming the table a command is for; a signed command must carry it.
 TABLE_FIELD = "table_id"

@@ -126,7 +126,7 @@ class Alarms:
         count += event.count
         effects: list[Effect] = []
         # Over the rate is a flood already: alarmed at once, not after N reports.
-        limit = 1 if event.reason == "rate_limited" else s.refusals_before_alarm
+        limit = 1 if event.reason in ("rate_limited", "flood") else s.refusals_before_alarm
         if count >= limit and not alarmed:
             alarmed = True
             effects.append(self._refusal_alarm(event, count, first))
@@ -138,9 +138,12 @@ class Alarms:
 
     def _refusal_alarm(self, event: Refusal, count: int, first: Any) -> AlarmRaised:
         who = f"{event.channel} {event.identity}".strip()
-        # A guesser, a forger or a flood is a security event; a malformed command is a faulty
-        # integration: seen, not latched.
-        severity: Severity = "warning" if event.reason in ("invalid", "disabled") else "critical"
+        # A guesser, a forger or a signed flood is a security event; a malformed command is a
+        # faulty integration, and a flood of unsigned or refused commands (``flood``) changed
+        # nothing: seen by the floor, not latched for a supervisor each time (issue 40).
+        severity: Severity = (
+            "warning" if event.reason in ("invalid", "disabled", "flood") else "critical"
+        )
         return self.raise_alarm(
             "command_refused",
             severity,

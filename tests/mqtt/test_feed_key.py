@@ -52,16 +52,16 @@ def test_init_makes_the_key_once_and_show_prints_what_the_pit_registers(tmp_path
 
 def test_a_file_that_is_no_key_is_a_one_line_refusal(tmp_path: Path) -> None:
     missing = _cli("show", "--key-file", str(tmp_path / "none"))
-    assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+    assert missing.returncode == 66 and missing.stderr.count("\n") == 1  # issue 39: 66
     garbage = tmp_path / "feed.key"
     garbage.write_text("not a key\n")
     refused = _cli("show", "--key-file", str(garbage))
-    assert refused.returncode == 1
+    assert refused.returncode == 65  # not what it reads
     assert refused.stderr == (
-        f"feed-key show: {garbage}: expected an unencrypted Ed25519 private key in PEM "
-        "(paigow-table feed-key init makes one)\n"
+        f"paigow-table feed-key show: {garbage}: expected an unencrypted Ed25519 private key "
+        "in PEM (paigow-table feed-key init makes one)\n"
     )
-    assert _cli("init", "--key-file", str(garbage)).returncode == 1  # refused, not replaced
+    assert _cli("init", "--key-file", str(garbage)).returncode == 65  # refused, not replaced
     assert garbage.read_text() == "not a key\n"
     rsa = tmp_path / "rsa.pem"
     subprocess.run(
