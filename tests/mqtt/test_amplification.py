@@ -70,8 +70,8 @@ async def test_an_unsigned_resend_flood_publishes_about_what_it_asked_with(
         assert unsigned_ratio <= 4.0, unsigned_ratio
         # The casino's own signed resend runs: the same kept messages again.
         start = len(sub.received)
-        body = {"request_id": "cms-r1", "from_seq": 1, "to_seq": 50}
-        signed = json.dumps(sign(KEY, "cms-1", "resend", body, utc_now(), table_id="PG-T1"))
+        fields = {"request_id": "cms-r1", "from_seq": 1, "to_seq": 50}
+        signed = json.dumps(sign(KEY, "cms-1", "resend", fields, utc_now(), table_id="PG-T1"))
         await sub.client.publish(f"{PREFIX}cmd/resend", signed.encode(), qos=1)
         reply = await sub.seen(
             lambda m: m.topic == f"{PREFIX}reply/resend" and m.json["request_id"] == "cms-r1"

@@ -9,6 +9,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from controller.mqtt.publisher import MqttService
 from controller.mqtt.signing import canonical, sign
 from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
-from tests.mqtt.conftest import PREFIX, Subscriber, mqtt_section, on, validate_message
+from tests.mqtt.conftest import PREFIX, Received, Subscriber, mqtt_section, on, validate_message
 
 KEY = bytes(range(32))
 OTHER = bytes(range(1, 33))
@@ -142,6 +143,15 @@ async def test_signed_commands_run_and_everything_else_is_refused(
     assert kinds.count("command.void_round") == 1  # only the signed one reached the table
 
 
+def _reply_to(request_id: str) -> Callable[[Received], bool]:
+    """The status_request reply naming ``request_id``."""
+
+    def matches(m: Received) -> bool:
+        return m.topic == f"{PREFIX}reply/status_request" and m.json.get("request_id") == request_id
+
+    return matches
+
+
 async def test_refusals_are_journaled_alarmed_and_a_flood_is_refused_not_dropped(
     broker: Mosquitto, tmp_path: Path
 ) -> None:
@@ -207,28 +217,14 @@ async def test_refusals_are_journaled_alarmed_and_a_flood_is_refused_not_dropped
             await sub.client.publish(
                 f"{PREFIX}cmd/status_request", _body("status_request", f"s-{n}"), qos=1
             )
-            signed = await sub.seen(
-                lambda m, rid=f"s-{n}": (
-                    m.topic == f"{PREFIX}reply/status_request" and m.json.get("request_id") == rid
-                )
-            )
+            signed = await sub.seen(_reply_to(f"s-{n}"))
             assert signed.json["ok"], signed.json
         # Their own budget is bounded too: a signed flood is refused over its rate.
         for n in range(8):
             await sub.client.publish(
                 f"{PREFIX}cmd/status_request", _body("status_request", f"t-{n}"), qos=1
             )
-        signed_replies = [
-            (
-                await sub.seen(
-                    lambda m, rid=f"t-{n}": (
-                        m.topic == f"{PREFIX}reply/status_request"
-                        and m.json.get("request_id") == rid
-                    )
-                )
-            ).json
-            for n in range(8)
-        ]
+        signed_replies = [(await sub.seen(_reply_to(f"t-{n}"))).json for n in range(8)]
         assert not all(r["ok"] for r in signed_replies), signed_replies
         assert all("signed commands a minute" in r["error"] for r in signed_replies if not r["ok"])
         unsigned = [
