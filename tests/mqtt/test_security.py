@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import ssl
 from pathlib import Path
 
@@ -84,15 +85,21 @@ async def test_tls_with_client_certificates(make_broker: MakeBroker, tmp_path: P
     assert any("wrong version number" in line for line in broker.log)
 
 
-ACL = """\
-user table-pg-t1
-topic write casino/demo/paigow/PG-T1/#
-topic read casino/demo/paigow/PG-T1/cmd/#
+def _docs_acl() -> str:
+    """docs/mqtt.md §5's ACL file, as printed there, for this test's table (PG-T1 at site demo,
+    user table-pg-t1): the file a casino copies is the file tested (issue 40)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "mqtt.md").read_text(encoding="utf-8")
+    block = re.search(r"```conf\n(# /etc/mosquitto/acl.*?)```", text, re.S)
+    assert block is not None, "docs/mqtt.md §5 has no ACL block"
+    return (
+        block.group(1)
+        .replace("user PG-07", "user table-pg-t1")
+        .replace("riverside", "demo")
+        .replace("PG-07", "PG-T1")
+    )
 
-user cms
-topic read casino/#
-topic write casino/+/paigow/+/cmd/#
-"""
+
+ACL = _docs_acl()
 
 
 async def test_acl_limits_the_table_to_its_prefix_and_the_password_is_never_logged(
@@ -164,6 +171,13 @@ async def test_acl_limits_the_table_to_its_prefix_and_the_password_is_never_logg
                 own = await probe.publish_acked(f"{PREFIX}alarm", b"{}")
                 other = await probe.publish_acked("casino/demo/paigow/PG-T2/round", b"{}")
                 assert not own.is_failure and other.is_failure
+                for topic in ("status", "device/shuffler", "reply/status_request"):
+                    allowed = await probe.publish_acked(f"{PREFIX}{topic}", b"{}")
+                    assert not allowed.is_failure, topic
+                # Never a command, not even to itself (issue 40): that is the casino's to send.
+                for topic in ("cmd/void_round", "cmd/resend", "cmd/x/y"):
+                    forbidden = await probe.publish_acked(f"{PREFIX}{topic}", b"{}")
+                    assert forbidden.is_failure, topic
                 await probe.subscribe("casino/#", qos=1)
                 await sub.client.publish("casino/demo/paigow/PG-T2/cmd/void_round", b"{}", qos=1)
                 await sub.client.publish(f"{PREFIX}cmd/zz_probe", b"{}", qos=1)
@@ -203,12 +217,13 @@ async def test_a_publish_the_acl_refuses_stays_in_the_outbox_and_in_order(
         password_line("table-pg-t1", "pw-t1") + password_line("cms", "cms-pw")
     )
     narrow = ACL.replace(
-        "topic write casino/demo/paigow/PG-T1/#\n",
+        "topic write casino/demo/paigow/PG-T1/+\n",
         "".join(
             f"topic write casino/demo/paigow/PG-T1/{t}\n"
-            for t in ("status", "round", "dead", "player", "device/#", "reply/#")
+            for t in ("status", "round", "dead", "player")
         ),
     )
+    assert narrow != ACL
     (auth / "acl").write_text(narrow)
     (auth / "table.password").write_text("pw-t1\n")
     broker = await make_broker(
