@@ -98,6 +98,12 @@ class RecordConfig(_Model):
         20, ge=1, description="rejects on one table's topic within reject_window: a record alarm"
     )
     reject_window: float = Field(60.0, gt=0)
+    retention_days: float = Field(
+        30.0,
+        ge=1,
+        le=3650,
+        description="days rejects, their counts and acknowledged record alarms are kept",
+    )
 
 
 class LivenessConfig(_Model):

@@ -69,6 +69,8 @@ class Limits:
     #: is ``chain_skipped`` (0: at once): the other pit of a group may hold it in its batch, or
     #: a resend may bring it (``pit.liveness``)
     checkpoint_grace: float = 0.0
+    #: rejects, their counts and acknowledged record alarms are kept this many days
+    retention_days: float = 30.0
 
 
 #: The columns of :class:`TableRow`, in its order.

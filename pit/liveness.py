@@ -58,6 +58,7 @@ class Liveness:
     probes_sent: int = 0
     asked: dict[str, float] = field(default_factory=dict)  # table: when its gaps were asked for
     resends_sent: int = 0
+    expired_at: float = 0.0  # when the sweep last removed what outlived its retention
 
     @property
     def enabled(self) -> bool:
@@ -82,6 +83,10 @@ class Liveness:
                     self.probed[table_id] = now
                     probes.append((f"{prefix}cmd/status_request", self.probe(table_id, now)))
         self.probes_sent += len(probes)
+        if now - self.expired_at >= EXPIRE_EVERY:  # rejects and old findings: kept N days
+            self.expired_at = now
+            with store.transaction():
+                store.expire(now, store.limits.retention_days)
         resends = self.resends(store, now)
         self.resends_sent += len(resends)
         return probes + resends, out
@@ -130,6 +135,9 @@ class Liveness:
         )  # fmt: skip
         return json.dumps(signed, separators=(",", ":")).encode()
 
+
+#: How often (seconds) the sweep removes rejects and findings past ``[record] retention_days``.
+EXPIRE_EVERY = 3600.0
 
 #: ``resend`` commands a sweep sends at most (a flood of gaps is asked for over several sweeps).
 RESEND_COMMANDS = 50

@@ -4,6 +4,7 @@ acknowledges (docs/pit.md §4); the liveness marks (``pit.liveness``)."""
 
 from __future__ import annotations
 
+import collections
 import hmac
 import time
 import uuid
@@ -24,41 +25,81 @@ LINK_ALARMS = {
 }
 
 
+#: Rejects of one (table, reason) kept whole: the first ones, then one in this many.
+REJECT_SAMPLES = 20
+REJECT_SAMPLE_EVERY = 100
+#: Table names whose latest rejects are held for the burst check at most.
+BURST_TABLES = 10_000
+#: Open record alarms on names with no registered key, past which one alarm stands for the rest.
+UNREGISTERED_ALARMS = 50
+UNREGISTERED = "(unregistered names)"
+
+
 class RecordChecks(Database):
     """Rejects, checkpoints and record alarms."""
 
+    _bursts: dict[str, collections.deque[float]]
+
     def _reject(self, item: Incoming, reason: str, out: Outcome) -> None:
-        table = escaped(self._topic(item.topic)[0], 64)
+        """A reject counted under (its topic's table, the reason's first word) with its first
+        and last time, and kept whole only as a sample: the first ``REJECT_SAMPLES`` of each,
+        then one in ``REJECT_SAMPLE_EVERY`` (issue 40: a flood once wrote a row of up to 16 KB
+        for each)."""
+        name = self._topic(item.topic)[0]
+        # A name the keys file does not register is anybody's to make up: such rejects are
+        # counted together, so a flood of names cannot grow the tables (issue 40, F4).
+        registered = self.feed_keys.for_table(name) is not None
+        table = escaped(name, 64) if registered else UNREGISTERED
         reason = escaped(reason, REJECT_REASON)
-        self.x(
-            "INSERT INTO rejects (id, topic, received_at, reason, body, table_id) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                uuid.uuid4().hex,
-                escaped(item.topic, REJECT_TOPIC),
-                item.received_at,
-                reason,
-                escaped(item.payload, REJECT_BODY),
-                table,
-            ),
+        kind = reason.split(":", 1)[0][:64]
+        now = item.received_at
+        row = self.one(
+            "INSERT INTO reject_counts (table_id, reason, first_at, last_at, count) "
+            "VALUES (?, ?, ?, ?, 1) ON CONFLICT (table_id, reason) DO UPDATE SET "
+            "count = reject_counts.count + 1, last_at = excluded.last_at RETURNING count",
+            (table, kind, now, now),
         )
+        count = int(row[0]) if row else 1
+        if count <= REJECT_SAMPLES or count % REJECT_SAMPLE_EVERY == 0:
+            self.x(
+                "INSERT INTO rejects (id, topic, received_at, reason, body, table_id) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    uuid.uuid4().hex,
+                    escaped(item.topic, REJECT_TOPIC),
+                    now,
+                    reason,
+                    escaped(item.payload, REJECT_BODY),
+                    table,
+                ),
+            )
         out.rejected += 1
         out.rejects.append((table, reason))
+        self._burst_times(table, now)
+
+    def _burst_times(self, table: str, now: float) -> None:
+        """The times of a table topic's latest rejects (``reject_burst`` of them), in memory:
+        its burst is judged from these, not by counting the rows, which are now samples."""
+        times = self._bursts.get(table)
+        if times is None:
+            if len(self._bursts) >= BURST_TABLES:  # a flood of names: forget the oldest
+                for old in list(self._bursts)[: BURST_TABLES // 2]:
+                    del self._bursts[old]
+            times = self._bursts[table] = collections.deque(maxlen=self.limits.reject_burst)
+        times.append(now)
 
     def _reject_bursts(self, out: Outcome, now: float) -> None:
         """A table whose topic carried ``reject_burst`` rejects within the window: an alarm."""
         limits = self.limits
         for table in sorted({t for t, _ in out.rejects}):
-            row = self.one(
-                "SELECT count(*) FROM rejects WHERE table_id = ? AND received_at >= ?",
-                (table, now - limits.reject_window),
-            )
-            n = int(row[0]) if row else 0
-            if n >= limits.reject_burst:
+            times = self._bursts.get(table)
+            if times is None or len(times) < limits.reject_burst:
+                continue
+            if times[-1] - times[0] <= limits.reject_window:
                 self._record_alarm(
                     table,
                     "reject_burst",
-                    f"{n} messages on its topic refused within {limits.reject_window:g} s",
+                    f"{len(times)} messages on its topic refused within {limits.reject_window:g} s",
                     now,
                     out,
                 )
@@ -80,7 +121,31 @@ class RecordChecks(Database):
         if self.feed_keys.for_table(topic_table) is not None:
             self._ensure_table(topic_table, item.topic[: len(item.topic) - len(kind)],
                                item.received_at)  # fmt: skip
+        elif self._unregistered_alarms(exc.kind) >= UNREGISTERED_ALARMS:
+            # A flood of made-up names (issue 40, F4): past the bound, one alarm says so.
+            table = UNREGISTERED
         self._record_alarm(table, exc.kind, exc.reason, item.received_at, out)
+
+    def _unregistered_alarms(self, kind: str) -> int:
+        """Open record alarms of ``kind`` on names the keys file does not register."""
+        rows = self.all(
+            "SELECT table_id FROM record_alarms WHERE kind = ? AND acked_at IS NULL LIMIT ?",
+            (kind, UNREGISTERED_ALARMS + 64),
+        )
+        return sum(1 for (t,) in rows if self.feed_keys.for_table(str(t)) is None)
+
+    def expire(self, now: float, days: float) -> int:
+        """Rejects, their counts and acknowledged record alarms older than ``days``: removed
+        (the retention of issue 40, F4); returns how many rows went."""
+        before = now - days * 86_400
+        gone = 0
+        for sql in (
+            "DELETE FROM rejects WHERE received_at < ?",
+            "DELETE FROM reject_counts WHERE last_at < ?",
+            "DELETE FROM record_alarms WHERE acked_at IS NOT NULL AND acked_at < ?",
+        ):
+            gone += int(self.x(sql, (before,)).rowcount or 0)
+        return gone
 
     def checkpoint_key(self, table_id: str) -> bytes | None:
         return self.checkpoint_keys.get(table_id, self.default_checkpoint_key)

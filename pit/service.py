@@ -39,6 +39,7 @@ def store_limits(config: PitConfig) -> Limits:
         reject_window=r.reject_window,
         jump_gap_grace=STATUS_GAP_GRACE if config.broker.share_group else 0.0,
         checkpoint_grace=checkpoint_grace(config),
+        retention_days=r.retention_days,
     )
 
 
@@ -93,6 +94,9 @@ def store_factory(config: PitConfig) -> Callable[[], Store]:
 
 #: Warnings of a link that is down, by the event that opens them; ``pit_subscribed`` ends them.
 RETRY_EVENTS = ("pit_mqtt_lost", "pit_database_error", "pit_migrate_waiting", "pit_liveness_failed")
+#: Lines a flood would repeat for every message (issue 40, F4): the first of each goes out, then
+#: one per 1, 2, 4 … 60 s with how many it stands for. (The database keeps every one counted.)
+FLOOD_EVENTS = ("pit_reject", "pit_record_alarm")
 BACKOFF_MAX_S = 60.0
 
 
@@ -108,9 +112,10 @@ class Backoff(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         text = str(record.msg)
         if text.startswith("pit_subscribed"):
-            self.state.clear()
+            for retry in RETRY_EVENTS:  # the links are back; a flood's lines are not
+                self.state.pop(retry, None)
             return True
-        event = next((e for e in RETRY_EVENTS if text.startswith(e)), None)
+        event = next((e for e in (*RETRY_EVENTS, *FLOOD_EVENTS) if text.startswith(e)), None)
         if event is None:
             return True
         now = self.clock()

@@ -103,6 +103,7 @@ class Store(Projections, PageQueries):
         #: the next batch looks for those whose key now is (at start: the file may have changed)
         self.awaiting = AwaitingKeys(self.all, self.x)
         self._rejudge = True
+        self._bursts = {}  # each table topic's latest rejects' times (``pit.record``)
         self.connect()
 
     def ingest(self, batch: Sequence[Incoming]) -> Outcome:

@@ -45,7 +45,7 @@ function badges(t) {
   const out = [];
   if (t.open_gaps) out.push(`<span class="badge warn">${t.open_gaps} missing</span>`);
   if (t.awaiting_key) out.push(`<span class="badge warn" title="refused until the table's key is registered ([record] feed_keys_file); stored then">${t.awaiting_key} wait for a key</span>`);
-  if (t.rejected_last_hour) out.push(`<span class="badge warn">${t.rejected_last_hour} rejected (1 h)</span>`);
+  if (t.rejected_last_hour) out.push(`<span class="badge warn" title="rejects of reasons seen within the hour, counted since each reason first came">${t.rejected_last_hour} rejected</span>`);
   if (t.protection) out.push(`<span class="badge warn">protection: ${esc(t.protection.test)}</span>`);
   return out.join("");
 }
