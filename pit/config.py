@@ -127,6 +127,25 @@ class LivenessConfig(_Model):
     )
 
 
+class AdmissionConfig(_Model):
+    """Each table's budget before a message is judged (issue 40; ``pit.admission``): many times
+    what a table sends, so a table replaying a long backlog passes in a burst."""
+
+    burst_messages: int = Field(5000, ge=10, description="messages a table may send at once")
+    messages_per_s: float = Field(200.0, gt=0, description="messages a second, sustained")
+    burst_bytes: int = Field(
+        20_000_000, ge=100_000, description="bytes a table may send at once (20 MB)"
+    )
+    bytes_per_s: float = Field(2_000_000.0, gt=0, description="bytes a second, sustained (2 MB/s)")
+    unregistered_share: float = Field(
+        0.05,
+        gt=0,
+        le=1,
+        description="the share of one table's budget that all names the keys file does not "
+        "register get together",
+    )
+
+
 class CommandsConfig(_Model):
     key_file: Path | None = Field(
         None, description="HMAC-SHA256 key (hex) the pit signs its commands with (acknowledge)"
@@ -213,6 +232,7 @@ class PitConfig(_Model):
     shift: ShiftConfig = ShiftConfig()
     protection: ProtectionConfig = ProtectionConfig()
     liveness: LivenessConfig = LivenessConfig()
+    admission: AdmissionConfig = AdmissionConfig()
     log_level: str = "INFO"
 
     @property

@@ -128,6 +128,8 @@ class Outcome:
     #: messages kept to wait for their key, and messages that had waited judged again
     awaiting: int = 0
     rejudged: int = 0
+    #: messages admission dropped over their tables' budgets (``pit.admission``)
+    dropped: int = 0
 
     def merge(self, other: Outcome) -> None:
         """Add what ``other`` (one message's outcome) did."""

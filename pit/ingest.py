@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 import aiomqtt
 
 from pit import paho_lean
+from pit.admission import Admission, Dropped
 from pit.config import PitConfig, read_hex_key, read_secret
 from pit.db import name_thread
 from pit.liveness import Liveness
@@ -61,6 +62,8 @@ SUBACK_WAIT = 120.0
 
 #: Rejects logged one by one per batch; beyond, one line counts them (a flood is not a log flood).
 REJECTS_LOGGED = 5
+#: A batch not stored this many seconds after it was taken: the pit is behind (``behind``).
+BEHIND_S = 2.0
 
 
 @dataclass
@@ -158,6 +161,11 @@ class Ingest:
             max_workers=1, thread_name_prefix="pit-db", initializer=name_thread("pit-ingest-db")
         )
         self._store: Store | None = None
+        #: each table's budget before a message is judged (issue 40, F1)
+        self.admission = Admission(config.admission, config.site.root, registered=self._registered)
+        #: when the batch being taken or stored began (None: idle), and what still waits
+        self._batch_since: float | None = None
+        self._waiting: Callable[[], int] = lambda: 0
         key_file = config.commands.key_file
         self.liveness = Liveness(
             config.liveness,
@@ -179,8 +187,23 @@ class Ingest:
             self._store.close()
             self._store = None
 
-    def _ingest(self, batch: list[Incoming]) -> Outcome:
-        return self._open_store().ingest(batch)
+    def _ingest(self, batch: list[Incoming], dropped: dict[str, Dropped]) -> Outcome:
+        return self._open_store().ingest(batch, dropped)
+
+    def _registered(self, name: str) -> bool:
+        """Whether the keys file registers ``name`` (before the store is open: assumed)."""
+        store = self._store
+        return store is None or store.feed_keys.for_table(name) is not None
+
+    def behind(self, now: float) -> float:
+        """How far the pit is behind what the broker gave it (seconds; 0 when it keeps up): a
+        batch taken longer than ``BEHIND_S`` ago and not yet stored, or more waiting than a
+        batch. While it is, no table is called silent for it (``pit.liveness``)."""
+        since = self._batch_since
+        late = now - since if since is not None else 0.0
+        if late > BEHIND_S or self._waiting() > self.config.broker.batch:
+            return max(late, BEHIND_S)
+        return 0.0
 
     def _client(self) -> _Client:
         from paho.mqtt.packettypes import PacketTypes
@@ -208,6 +231,9 @@ class Ingest:
             # Unacknowledged messages the broker may send ahead: a few batches, not a backlog
             # in the pit's memory.
             properties.ReceiveMaximum = min(65535, 4 * b.batch)
+            # Nothing larger than a message the pit would take reaches it: the broker drops it
+            # (MQTT 5 §3.1.2.11.4), before its bytes cross the link (issue 40).
+            properties.MaximumPacketSize = b.max_message_bytes + 4096
             client = _Client(
                 b.host, b.port, identifier=b.client_id, username=b.username, password=password,
                 tls_context=tls, protocol=aiomqtt.ProtocolVersion.V5, clean_start=False,
@@ -313,12 +339,13 @@ class Ingest:
             self._report(outcome)
 
     def _sweep(self, now: float, since: float) -> tuple[list[tuple[str, bytes]], Outcome]:
-        return self.liveness.sweep(self._open_store(), now, since)
+        return self.liveness.sweep(self._open_store(), now, since, self.behind(now))
 
     async def _receive(
         self, client: _Client, stop: asyncio.Event, stopper: asyncio.Future[Any]
     ) -> None:
         messages = client.messages
+        self._waiting = lambda: len(messages)
         limit = self.config.broker.batch
         linger = self.config.broker.batch_wait
         while not stop.is_set():
@@ -329,6 +356,7 @@ class Ingest:
                 with contextlib.suppress(BaseException):
                     await getter
                 return
+            self._batch_since = time.time()
             batch = [getter.result()]
             if linger > 0 and len(messages) + 1 < limit:
                 # A batch's fixed cost (its transaction, its tables' rows read and written
@@ -339,22 +367,24 @@ class Ingest:
             batch += client.queued(limit - len(batch))
             while len(messages) and len(batch) < limit:
                 batch.append(await anext(messages))
-            await self._store_batch(client, batch)
+            try:
+                await self._store_batch(client, batch)
+            finally:
+                self._batch_since = None
 
     async def _store_batch(self, client: _Client, batch: list[aiomqtt.Message]) -> None:
         now = time.time()
-        items = [
-            Incoming(
-                m.topic.value,
-                m.payload if isinstance(m.payload, bytes) else str(m.payload or "").encode(),
-                m.retain,
-                now,
-            )
-            for m in batch
-        ]
-        self.stats.received += len(items)
+        items: list[Incoming] = []
+        for m in batch:
+            payload = m.payload if isinstance(m.payload, bytes) else str(m.payload or "").encode()
+            # Charged to its table before anything else is done with it (pit.admission): over
+            # the budget it costs its bytes, and is acknowledged with the batch.
+            if self.admission.admit(m.topic.value, len(payload), now):
+                items.append(Incoming(m.topic.value, payload, m.retain, now))
+        dropped = self.admission.take_dropped()
+        self.stats.received += len(batch)
         try:
-            outcome = await self._db(self._ingest, items)
+            outcome = await self._db(self._ingest, items, dropped)
         except Exception as exc:
             # Not acknowledged: the broker keeps them in our session and sends them again.
             await self._db(self._database_error, exc)

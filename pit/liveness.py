@@ -65,10 +65,12 @@ class Liveness:
         return self.config.probe_after > 0
 
     def sweep(
-        self, store: Store, now: float, since: float
+        self, store: Store, now: float, since: float, behind: float = 0.0
     ) -> tuple[list[tuple[str, bytes]], Outcome]:
         """The probes to publish now (topic, payload) and what changed (tables marked silent,
-        their record alarms), committed."""
+        their record alarms), committed. While the pit itself is ``behind`` (seconds), no
+        table is called silent: its messages may be among those the pit has not stored yet
+        (issue 40; the page says the pit is behind instead)."""
         from pit.store import Outcome
 
         out = Outcome()
@@ -77,7 +79,7 @@ class Liveness:
         with store.transaction():
             for table_id, prefix, heard, silent in store.quiet_tables(quiet_since):
                 heard_at = max(heard or 0.0, since)
-                if silent is None and now - heard_at >= self.config.silent_after:
+                if silent is None and not behind and now - heard_at >= self.config.silent_after:
                     store.mark_silent(table_id, now, heard, out)
                 if now - max(heard_at, self.probed.get(table_id, 0.0)) >= self.config.probe_after:
                     self.probed[table_id] = now

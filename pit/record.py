@@ -8,9 +8,11 @@ import collections
 import hmac
 import time
 import uuid
+from collections.abc import Mapping
 
 from controller.feed_signature import checkpoint_hmac_bytes, checkpoint_link
 from controller.messages import CheckpointPayload
+from pit.admission import UNREGISTERED, Dropped
 from pit.db import Database, Incoming, Outcome, TableRow
 from pit.judge import REJECT_BODY, REJECT_REASON, REJECT_TOPIC, Refused, escaped
 from pit.writes import CHECKPOINTS, WAITS
@@ -32,7 +34,6 @@ REJECT_SAMPLE_EVERY = 100
 BURST_TABLES = 10_000
 #: Open record alarms on names with no registered key, past which one alarm stands for the rest.
 UNREGISTERED_ALARMS = 50
-UNREGISTERED = "(unregistered names)"
 
 
 class RecordChecks(Database):
@@ -125,6 +126,27 @@ class RecordChecks(Database):
             # A flood of made-up names (issue 40, F4): past the bound, one alarm says so.
             table = UNREGISTERED
         self._record_alarm(table, exc.kind, exc.reason, item.received_at, out)
+
+    def _dropped(self, dropped: Mapping[str, Dropped], out: Outcome) -> None:
+        """What admission dropped over its tables' budgets: counted (reason ``flood``) and one
+        ``flood`` record alarm a table while it lasts (``pit.admission``)."""
+        for table, d in dropped.items():
+            self.x(
+                "INSERT INTO reject_counts (table_id, reason, first_at, last_at, count) "
+                "VALUES (?, 'flood', ?, ?, ?) ON CONFLICT (table_id, reason) DO UPDATE SET "
+                "count = reject_counts.count + excluded.count, last_at = excluded.last_at",
+                (table, d.first, d.last, d.count),
+            )
+            out.dropped += d.count
+            self._record_alarm(
+                table,
+                "flood",
+                f"{d.count} messages ({d.bytes} bytes) on its topics over its budget from "
+                f"{time.strftime('%H:%M:%S', time.gmtime(d.first))} UTC: dropped unread "
+                "(a genuine one is asked again by resend); its broker account may be misused",
+                d.last,
+                out,
+            )
 
     def _unregistered_alarms(self, kind: str) -> int:
         """Open record alarms of ``kind`` on names the keys file does not register."""

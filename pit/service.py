@@ -165,7 +165,9 @@ class Pit:
         self.make_store = store_factory(config)
         self.ingest = Ingest(config, self.make_store, self._on_batch)
         self.web = (
-            PitWeb(config, self.make_store, connected=self.ingest.connected)
+            PitWeb(
+                config, self.make_store, connected=self.ingest.connected, behind=self.ingest.behind
+            )
             if config.web.enabled
             else None
         )

@@ -30,6 +30,7 @@ from controller.messages import (
     StatusPayload,
 )
 from pit import judge
+from pit.admission import Dropped
 from pit.awaiting import TAKE, AwaitingKeys
 from pit.db import (
     Incoming,
@@ -106,10 +107,13 @@ class Store(Projections, PageQueries):
         self._bursts = {}  # each table topic's latest rejects' times (``pit.record``)
         self.connect()
 
-    def ingest(self, batch: Sequence[Incoming]) -> Outcome:
+    def ingest(
+        self, batch: Sequence[Incoming], dropped: Mapping[str, Dropped] | None = None
+    ) -> Outcome:
         """Store a batch in one transaction, each message judged alone (see the module's text
-        and :meth:`_batch`), after the messages that waited for a key now registered. Raises
-        only when the database itself is down."""
+        and :meth:`_batch`), after the messages that waited for a key now registered; with it,
+        what admission dropped over its tables' budgets (``pit.admission``: counted, one
+        ``flood`` alarm a table). Raises only when the database itself is down."""
         if self.feed_keys.refresh():
             self._rejudge = True
         waiting = self.awaiting.due(self.feed_keys.for_table) if self._rejudge else []
@@ -121,6 +125,8 @@ class Store(Projections, PageQueries):
             with self.transaction():
                 self.awaiting.taken([row_id for row_id, _ in waiting])
                 out = self._batch(items, judged)
+                if dropped:
+                    self._dropped(dropped, out)
                 self._reject_bursts(out, batch[-1].received_at if batch else time.time())
         except BaseException:
             self._known = known  # rows made in the rolled-back transaction are gone

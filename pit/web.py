@@ -48,8 +48,9 @@ class Links:
     pit's clock, epoch seconds)."""
 
     def __init__(self, now: float) -> None:
-        self.up = {"broker": False, "database": True}
-        self.since = {"broker": now, "database": now}
+        # "ingest": the pit keeps up with what the broker gives it (down: it is behind).
+        self.up = {"broker": False, "database": True, "ingest": True}
+        self.since = {"broker": now, "database": now, "ingest": now}
 
     def set(self, name: str, up: bool, now: float) -> bool:
         if self.up[name] == up:
@@ -127,9 +128,11 @@ class PitWeb:
         config: PitConfig,
         make_store: Callable[[], Store],
         connected: asyncio.Event | None = None,
+        behind: Callable[[float], float] | None = None,
     ) -> None:
         self.config = config
         self.connected = connected  # the ingest's: set while subscribed to the broker
+        self.behind = behind  # the ingest's: how far it is behind the broker, in seconds
         self.links = Links(time.time())
         self.database = PageDatabase(make_store)
         self.gate = Gate(config, self.database)
@@ -160,6 +163,8 @@ class PitWeb:
             changed = self.links.set("database", await self.database.answers(), now)
             if self.connected is not None:
                 changed |= self.links.set("broker", self.connected.is_set(), now)
+            if self.behind is not None:
+                changed |= self.links.set("ingest", self.behind(now) == 0, now)
             if changed:
                 log.info("pit_links %s", json.dumps(self.links.as_dict()))
                 self.hub.link(self.links.as_dict())

@@ -9,7 +9,7 @@ const tiles = new Map();
 window.pitReceived = [];  // what the live stream delivered (tests, latency)
 const RANKS = ["fault", "silent", "critical alarm", "record alarm", "offline", ""];
 const COMPACT_FROM = 60;  // tables: the compact view unless the person chose otherwise
-let links = {broker: {up: true, since: null}, database: {up: true, since: null}};
+let links = {broker: {up: true, since: null}, database: {up: true, since: null}, ingest: {up: true, since: null}};
 let pageLost = null;  // when this page lost its stream to the pit (pit clock, s)
 
 /** 0 fault, 1 silent, 2 critical alarm, 3 record alarm, 4 offline, 5 the rest. */
@@ -123,6 +123,7 @@ function banner() {
   if (pageLost !== null) lines.push(`This page has lost the pit ${since(pageLost)}: what you see is not live.`);
   if (!links.database.up) lines.push(`The pit has lost its database ${since(links.database.since)}: nothing new is recorded; the tables' messages wait at the broker.`);
   if (!links.broker.up) lines.push(`The pit has lost the MQTT broker ${since(links.broker.since)}: no table is heard; tiles show the last state known.`);
+  if (links.ingest && !links.ingest.up) lines.push(`The pit is behind ${since(links.ingest.since)}: messages wait to be stored (a flood, or a slow database); no table is called silent meanwhile.`);
   const b = $("banner");
   b.hidden = lines.length === 0;
   b.innerHTML = lines.map((l) => `<p>${esc(l)}</p>`).join("");

@@ -32,6 +32,11 @@ NAMES = 3000
 CHUNK = 500
 
 
+def _seen(pit: Pit) -> int:
+    """Messages the pit has judged or dropped unread."""
+    return pit.ingest.stats.rejected + pit.ingest.admission.dropped_total
+
+
 def _config(tmp: Path, broker: int, db_url: str) -> PitConfig:
     keys = feed_keys_file(tmp / "feed-keys", ["PG-01"])
     return parse_pit_config(
@@ -70,7 +75,7 @@ async def test_made_up_names_cannot_grow_the_record_nor_the_log(
         for start in range(0, NAMES, CHUNK):
             await publish(broker.port, flood[start : start + CHUNK])
             async with asyncio.timeout(60):
-                while pit.ingest.stats.rejected < min(NAMES, start + CHUNK):
+                while _seen(pit) < min(NAMES, start + CHUNK):
                     await asyncio.sleep(0.1)
         await publish(broker.port, genuine)
         async with asyncio.timeout(60):
@@ -78,14 +83,17 @@ async def test_made_up_names_cannot_grow_the_record_nor_the_log(
                 await asyncio.sleep(0.1)
     store = read_store(config)
     try:
-        # Every one counted, under one name for the names nobody registered.
-        assert store.all("SELECT table_id, reason, count FROM reject_counts") == [
-            (UNREGISTERED, "unsigned", NAMES)
-        ]
+        # Every one counted, under one name for the names nobody registered: rejected while
+        # their shared budget lasted, then dropped unread (pit.admission).
+        counts = dict(
+            store.all("SELECT reason, count FROM reject_counts WHERE table_id = ?", (UNREGISTERED,))
+        )
+        assert set(counts) <= {"unsigned", "flood"} and sum(counts.values()) == NAMES, counts
         samples = int(store.all("SELECT count(*) FROM rejects")[0][0])
         assert samples <= REJECT_SAMPLES + NAMES // REJECT_SAMPLE_EVERY
         alarms = store.all("SELECT table_id, kind FROM record_alarms WHERE acked_at IS NULL")
-        assert len(alarms) <= UNREGISTERED_ALARMS + 2  # the bound, and one for the rest
+        # The bound, then one for the rest, one for their burst and one for their flood.
+        assert len(alarms) <= UNREGISTERED_ALARMS + 3
         assert (UNREGISTERED, "unsigned") in alarms
         assert store.counts()["rejects"] == NAMES  # the page's figure is the count
         assert store.seqs("PG-01") == list(range(1, table.seq + 1))  # the real table's, whole
@@ -105,3 +113,59 @@ async def test_made_up_names_cannot_grow_the_record_nor_the_log(
     assert len(lines) <= 12, len(lines)  # backing off: 1, 2, 4 … s, each with what it held
     rejects = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pit_reject")]
     assert len(rejects) <= 12, len(rejects)
+
+
+def _flood_config(tmp: Path, broker: int, db_url: str) -> PitConfig:
+    keys = feed_keys_file(tmp / "feed-keys", ["PG-01", "PG-02", "PG-07"])
+    return parse_pit_config(
+        f'[site]\nid = "demo"\n[broker]\nport = {broker}\nprotocol = "5"\nclient_id = "pit-f1"\n'
+        f'[database]\nurl = "{db_url}"\n[record]\nfeed_keys_file = "{keys}"\n'
+        "[liveness]\nprobe_after = 2\nsilent_after = 4\n"
+        # A budget a test can run over in a few MB (the defaults are 20 MB at once, 2 MB/s).
+        "[admission]\nburst_bytes = 2000000\nbytes_per_s = 200000\n"
+        "[web]\nenabled = false\n"
+    )
+
+
+async def test_one_tables_flood_is_dropped_and_the_others_keep_their_pace(
+    broker: Mosquitto, db_url: str, tmp_path: Path
+) -> None:
+    """F1: PG-07's account publishes 1,000 unsigned 200 KB messages on its round topic while
+    PG-01 and PG-02 deal a round a second. The flood costs its bytes: over PG-07's budget it is
+    dropped unread with one ``flood`` alarm; the other tables' every message is stored, and
+    neither is called silent (the pit's liveness runs at 2 s and 4 s here)."""
+    config = _flood_config(tmp_path, broker.port, db_url)
+    tables = [SimTable("PG-01", seed=1), SimTable("PG-02", seed=2)]
+    big = b'{"schema":"paigow.round","pad":"' + b"x" * 200_000 + b'"}'
+    async with _running(config) as pit:
+
+        async def dealing() -> None:
+            for _ in range(12):
+                now = datetime.now(UTC)
+                batch = [(t, wire(b)) for table in tables for t, b in table.next_round(now)]
+                await publish(broker.port, batch)
+                await asyncio.sleep(1.0)  # a round a second at each table, for 12 s
+
+        async def flooding() -> None:
+            await asyncio.sleep(1.0)
+            await publish(broker.port, [("casino/demo/paigow/PG-07/round", big)] * 1000)
+
+        await asyncio.gather(dealing(), flooding())
+        async with asyncio.timeout(60):
+            while pit.ingest.stats.stored < sum(t.seq for t in tables):
+                await asyncio.sleep(0.2)
+        dropped = pit.ingest.admission.dropped_total
+    store = read_store(config)
+    try:
+        for table in tables:
+            assert store.seqs(table.table_id) == list(range(1, table.seq + 1))
+        # PG-07 itself sent nothing genuine: silent it is. The dealing tables never were.
+        silent = store.all("SELECT table_id FROM record_alarms WHERE kind = 'table_silent'")
+        assert {t for (t,) in silent} <= {"PG-07"}, silent
+        flood = store.all("SELECT table_id, kind FROM record_alarms WHERE kind = 'flood'")
+        assert flood == [("PG-07", "flood")]
+        counted = store.all("SELECT count FROM reject_counts WHERE reason = 'flood'")
+        assert dropped >= 800 and counted == [(dropped,)]
+        assert int(store.all("SELECT count(*) FROM rejects")[0][0]) <= 2 * REJECT_SAMPLES
+    finally:
+        store.close()
