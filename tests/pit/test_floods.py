@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from pit.admission import UNREGISTERED
 from pit.config import PitConfig, parse_pit_config
-from pit.record import REJECT_SAMPLE_EVERY, REJECT_SAMPLES, UNREGISTERED, UNREGISTERED_ALARMS
+from pit.record import REJECT_SAMPLE_EVERY, REJECT_SAMPLES, UNREGISTERED_ALARMS
 from pit.service import Pit, install_backoff
 from pit.simfeed import SimTable, unsigned, wire
 from simulators.mosquitto import Mosquitto
