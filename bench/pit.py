@@ -543,6 +543,9 @@ class Run:
         self.restart_times: list[float] = []
         self.events: list[dict[str, Any]] = []
         self.rates: list[float] = []
+        #: --flood: when it began and ended (epoch), the pit's RSS before, its peak while it
+        #: lasted and a minute after, and what admission dropped (issue 40, F1)
+        self.flood: dict[str, Any] = {}
         self.page_counts: list[dict[str, int]] = []
         self.stop_page = asyncio.Event()
         self.pages: list[asyncio.Task[None]] = []
@@ -593,7 +596,34 @@ class Run:
                 watch_page(f"http://127.0.0.1:{pit.http}", self.latencies, self.stop_page, counts)
             ))  # fmt: skip
 
+    async def flood_one(self) -> None:
+        """F1 of issue 40: one table's account publishes 1,000 unsigned 200 KB messages on its
+        round topic as fast as the broker takes them; the pit's RSS before, at its peak while
+        the flood lasts (and 20 s on) and after, sampled every 0.2 s."""
+        pit = self.pits[0]
+        self.flood["rss_before_mb"] = round(_rss(pit) / 2**20, 1)
+        self.flood["began"] = time.time()
+        big = b'{"schema":"paigow.round","pad":"' + b"x" * 200_000 + b'"}'
+        peak = 0
+        async with aiomqtt.Client("127.0.0.1", self.broker.port) as client:
+            sending = asyncio.create_task(self._flood_publish(client, big))
+            while not sending.done() or time.time() - self.flood["began"] < 20:
+                peak = max(peak, _rss(pit))
+                await asyncio.sleep(0.2)
+            await sending
+        self.flood["ended"] = time.time()
+        self.flood["rss_peak_mb"] = round(peak / 2**20, 1)
+
+    @staticmethod
+    async def _flood_publish(client: aiomqtt.Client, big: bytes) -> None:
+        for _ in range(1000):
+            await client.publish("casino/bench/paigow/T0007/round", big, qos=1)
+
     async def restart(self, what: str, elapsed: float) -> None:
+        if what == "flood":
+            self.events.append({"flood": "T0007", "at_s": round(elapsed, 1)})
+            self.flooding = asyncio.create_task(self.flood_one())
+            return
         at = time.time()
         self.restart_times.append(at)
         if what == "broker":
@@ -616,6 +646,8 @@ class Run:
         duration = args.minutes * 60
         plan = [(0.25, "broker"), (0.45, "pit"),
                 (0.65, "postgresql" if self.postgres is not None else "none")]  # fmt: skip
+        if args.flood:  # instead of the restarts: the flood alone, measured (issue 40)
+            plan = [(0.3, "flood")]
         counter = Store(self.read_url, root="casino/bench/paigow/")
         last = (time.monotonic(), 0)
         progress = time.monotonic()
@@ -672,6 +704,46 @@ class Run:
         await self.broker.stop()
 
 
+def _rss(pit: PitProcess) -> int:
+    """The pit process's resident memory now (bytes; 0 if it is not running)."""
+    if pit.proc is None or pit.proc.poll() is not None:
+        return 0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path(f"/proc/{pit.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def flood_figures(r: Run) -> dict[str, Any]:
+    """--flood: the other tables' publish → page p99 while the flood lasted (and 20 s on), the
+    tables called silent, the pit's RSS before, at its peak and after the run drained, and
+    what admission dropped (issue 40)."""
+    f = r.flood
+    began, ended = f.get("began", 0.0), f.get("ended", 0.0)
+    during = [v for t, v in r.latencies if began <= t <= ended + 20]
+    store = Store(r.read_url, root="casino/bench/paigow/")
+    try:
+        silent = [t for (t,) in store.all(
+            "SELECT table_id FROM record_alarms WHERE kind = 'table_silent'")]  # fmt: skip
+        dropped = store.one(
+            "SELECT coalesce(sum(count), 0) FROM reject_counts WHERE reason = 'flood'"
+        )
+    finally:
+        store.close()
+    return {
+        "flood_p99_publish_to_page_ms": round(percentile(during, 99) * 1000, 1),
+        "flood_p50_publish_to_page_ms": round(percentile(during, 50) * 1000, 1),
+        "flood_page_events": len(during),
+        "flood_tables_silent": silent,
+        "flood_dropped": int(dropped[0]) if dropped else 0,
+        "flood_rss_before_mb": f.get("rss_before_mb"),
+        "flood_rss_peak_mb": f.get("rss_peak_mb"),
+        "flood_rss_after_mb": f.get("rss_after_mb"),
+        "flood_s": round(ended - began, 1),
+    }
+
+
 def deadlocks_logged(pits: list[PitProcess]) -> int:
     return sum(p.log.read_text(errors="replace").count("deadlock detected") for p in pits)
 
@@ -686,6 +758,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     total_sequenced = sum(expected.values())
     total_messages = total_sequenced + len(expected)  # and one status each
     ingest_end = await r.drain(total_sequenced)
+    if args.flood:
+        await r.flooding
+        r.flood["rss_after_mb"] = round(_rss(r.pits[0]) / 2**20, 1)
     r.generators.stop()  # they answered the pits' resends until now
     await r.stop()
     statements = r.postgres.statements() if r.postgres is not None else None
@@ -709,6 +784,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     figures["resent_on_request"] = totals["asked"]
     figures["unpublished"] = totals["unpublished"]
     figures["dealing_s"] = round(r.dealt_at - started, 1)
+    if args.flood:
+        figures.update(flood_figures(r))
     figures["drain_after_dealing_s"] = round(ingest_end - r.dealt_at, 1)
     if r.postgres is not None:
         with contextlib.suppress(Exception):
@@ -935,6 +1012,12 @@ def main() -> int:
         "--batch-wait", type=float, default=0.2, help="the pits' [broker] batch_wait (s)"
     )
     parser.add_argument("--quick", action="store_true", help="100 tables for 3 minutes")
+    parser.add_argument(
+        "--flood",
+        action="store_true",
+        help="no restarts; at 30 %% of the run one table's account publishes 1,000 unsigned "
+        "200 KB messages on its topic: the others' p99, silent tables, the pit's RSS (issue 40)",
+    )
     parser.add_argument(
         "--verify-cost",
         type=int,
