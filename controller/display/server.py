@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import re
 import socket
 import uuid
@@ -949,10 +950,10 @@ class DisplayService:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             self._claimed = socket.create_server((host, port), family=family, backlog=128)
         except OSError as exc:
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
             raise PortInUse(
-                exc.errno,
-                f"the dealer page's port {host}:{port} is in use ({exc.strerror}): another "
-                "paigow-table run, or another program; [display] port moves it",
+                f"the dealer page's port {host}:{port} cannot be listened on ({why}): another "
+                "paigow-table run, or another program; [display] port moves it"
             ) from None
 
     async def wait_started(self, timeout: float = 10.0) -> None:

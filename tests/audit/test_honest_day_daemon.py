@@ -57,7 +57,7 @@ async def test_fifty_rounds_with_dealers_signing_in_and_out_verify_and_back_up(
                         await t.rng.press(n % 7 + 1)
                         dealing = asyncio.ensure_future(t.shuffler.deal())
                         await asyncio.sleep(0.05)
-                        badge = list(DEALERS)[n % 3]
+                        badge = list(DEALERS)[(n // 10 + 1) % 3]  # not the one signed in
                         url = f"{display.url}/api/sign-in"
                         await _post(http, url, {"badge": badge, "pin": DEALERS[badge]})
                         await dealing
@@ -81,8 +81,11 @@ async def test_fifty_rounds_with_dealers_signing_in_and_out_verify_and_back_up(
     assert who == expected
     assert {d for d in who if d} == set(DEALERS) and None in who
     verified = cli("audit", "verify", "--journal", str(journal))
+    print(f"dealers by round: {who}")
+    print(f"audit verify: exit {verified.returncode}: {verified.stdout.strip()}")
     assert verified.returncode == 0, verified.stderr
     assert "50 dealt again" in verified.stdout + verified.stderr
     backup = cli("journal", "backup", "--journal", str(journal), "--to", str(tmp_path / "bk"))
+    print(f"journal backup: exit {backup.returncode}: {backup.stdout.strip()}")
     assert backup.returncode == 0, backup.stderr
     assert not list((tmp_path / "bk").glob("*.bad"))

@@ -129,6 +129,7 @@ async def test_a_second_run_is_refused_by_the_journal_the_devices_and_the_port(
             )
             assert again.returncode == EXIT_IN_USE, again.stderr
             [line] = _said(again.stderr)
+            print(f"second run: exit {again.returncode}: {line}")
             assert str(journal) in line and f"pid {first.pid}" in line
             # Its own journal, the same page port: refused at start, naming the port.
             other = tmp_path / "other"
@@ -143,7 +144,8 @@ async def test_a_second_run_is_refused_by_the_journal_the_devices_and_the_port(
             )
             assert taken.returncode == EXIT_IN_USE, taken.stderr
             [line] = _said(taken.stderr)
-            assert f"127.0.0.1:{port}" in line and "in use" in line
+            print(f"its page's port taken: exit {taken.returncode}: {line}")
+            assert f"127.0.0.1:{port}" in line and "Address already in use" in line
             assert not (other / "j.sqlite3").exists()  # refused before it wrote anything
             # The devices themselves: a second opening of the shuffler's port is refused.
             with pytest.raises(serial.SerialException, match="exclusive"):
