@@ -64,7 +64,10 @@ class PageQueries(Database):
             self._grouped(
                 # Counted, not the rows: rejects are kept as samples (pit/record.py); a reason
                 # seen within the hour counts with all of its rejects since its first.
-                "SELECT table_id, sum(count) FROM reject_counts WHERE last_at >= ?",
+                # CAST: PostgreSQL's sum of a BIGINT is a numeric (a Decimal, which no JSON
+                # encoder takes); the tile's count is an integer on both databases.
+                "SELECT table_id, CAST(sum(count) AS BIGINT) FROM reject_counts "
+                "WHERE last_at >= ?",
                 now - 3600,
                 table_ids,
             )
@@ -95,7 +98,7 @@ class PageQueries(Database):
             among, ids = self._among(f" AND {by}", table_ids)
             sql += among
             params += ids
-        if "count(*)" in sql or "sum(count)" in sql:
+        if "count(*)" in sql or "sum(count)" in sql:  # one row a table
             sql += f" GROUP BY {by}"
         return self.all(sql, params)
 
@@ -228,7 +231,7 @@ class PageQueries(Database):
             "messages": n("SELECT count(*) FROM messages"),
             "sequenced": n("SELECT count(*) FROM messages WHERE sequenced = 1"),
             "rounds": n("SELECT count(*) FROM rounds"),
-            "rejects": n("SELECT coalesce(sum(count), 0) FROM reject_counts"),
+            "rejects": n("SELECT CAST(coalesce(sum(count), 0) AS BIGINT) FROM reject_counts"),
             "gaps_reported": n("SELECT count(*) FROM missing"),
             "gaps_open": n("SELECT count(*) FROM missing WHERE filled_at IS NULL"),
             "record_alarms": n("SELECT count(*) FROM record_alarms WHERE acked_at IS NULL"),

@@ -111,9 +111,13 @@ class Hub:
             if not self.queues:
                 continue
             tiles = await self.read(dirty) if dirty else []
-            event = orjson.dumps(
-                {"tiles": tiles, "sent": sent, "alarms": alarms, "at": time.time()}
-            ).decode()  # a few hundred tiles a second at 2,000 tables: orjson (issue 31)
+            try:
+                event = orjson.dumps(
+                    {"tiles": tiles, "sent": sent, "alarms": alarms, "at": time.time()}
+                ).decode()  # a few hundred tiles a second at 2,000 tables: orjson (issue 31)
+            except TypeError as exc:  # a value no JSON takes: said, and the stream goes on
+                log.error("pit_web_event_failed: %s (tables %s)", exc, ", ".join(dirty[:10]))
+                continue
             self.pushed += 1
             for q in list(self.queues):
                 if q.qsize() > 100:  # a stalled page: drop it, it reconnects and reloads

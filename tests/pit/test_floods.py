@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import orjson
 import pytest
 
 from pit.admission import UNREGISTERED
@@ -168,5 +169,10 @@ async def test_one_tables_flood_is_dropped_and_the_others_keep_their_pace(
         counted = store.all("SELECT count FROM reject_counts WHERE reason = 'flood'")
         assert dropped >= 800 and counted == [(dropped,)]
         assert int(store.all("SELECT count(*) FROM rejects")[0][0]) <= 2 * REJECT_SAMPLES
+        # The page's live stream encodes the tiles (a Decimal from PostgreSQL's sum once
+        # stopped it for good, silently, in bench/pit.py --flood).
+        tiles = {t["table_id"]: t for t in store.tiles()}
+        assert type(tiles["PG-07"]["rejected_last_hour"]) is int
+        assert orjson.dumps(list(tiles.values()))
     finally:
         store.close()
