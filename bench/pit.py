@@ -563,7 +563,8 @@ class Run:
         self.broker = Mosquitto(
             workdir / "broker", persistence=True, autosave=5,
             options=["max_queued_messages 1000000", "max_inflight_messages 1000",
-                     "max_queued_bytes 0"],
+                     "max_queued_bytes 0",
+                     *([f"max_packet_size {args.max_packet}"] if args.max_packet else [])],
         )  # fmt: skip
         await self.broker.start()
         self.names = [f"T{i:04d}" for i in range(args.tables)]
@@ -1012,6 +1013,13 @@ def main() -> int:
         "--batch-wait", type=float, default=0.2, help="the pits' [broker] batch_wait (s)"
     )
     parser.add_argument("--quick", action="store_true", help="100 tables for 3 minutes")
+    parser.add_argument(
+        "--max-packet",
+        type=int,
+        default=0,
+        help="the broker's max_packet_size (docs/mqtt.md §5 sets 65536): a larger packet is "
+        "refused by the broker itself; 0: none",
+    )
     parser.add_argument(
         "--flood",
         action="store_true",
