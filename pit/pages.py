@@ -43,6 +43,24 @@ class PageQueries(Database):
             "t.silent_since FROM tables t" + where + " ORDER BY t.table_id",
             params,
         )
+        counts = self._tile_counts(now, table_ids)
+        record: dict[str, list[dict[str, Any]]] = {}
+        for rid, tid, kind, detail, raised in self._grouped(
+            "SELECT id, table_id, kind, detail, raised_at FROM record_alarms "
+            "WHERE acked_at IS NULL AND raised_at >= ?",
+            0.0,
+            table_ids,
+        ):
+            record.setdefault(tid, []).append(
+                {"id": rid, "kind": kind, "detail": detail, "raised_at": raised}
+            )
+        return [_tile(row, counts, record) for row in rows]
+
+    def _tile_counts(
+        self, now: float, table_ids: Sequence[str] | None
+    ) -> dict[str, dict[str, int]]:
+        """The counts every tile shows, by table: rounds in the last hour, open gaps past
+        their grace, rejects, messages waiting for a key."""
         hour_ago = datetime.fromtimestamp(now - 3600, UTC).isoformat()
         per_hour = dict(
             self._grouped(
@@ -66,29 +84,17 @@ class PageQueries(Database):
                 # seen within the hour counts with all of its rejects since its first.
                 # CAST: PostgreSQL's sum of a BIGINT is a numeric (a Decimal, which no JSON
                 # encoder takes); the tile's count is an integer on both databases.
-                "SELECT table_id, CAST(sum(count) AS BIGINT) FROM reject_counts "
-                "WHERE last_at >= ?",
+                "SELECT table_id, CAST(sum(count) AS BIGINT) FROM reject_counts WHERE last_at >= ?",
                 now - 3600,
                 table_ids,
             )
         )
-        record: dict[str, list[dict[str, Any]]] = {}
-        for rid, tid, kind, detail, raised in self._grouped(
-            "SELECT id, table_id, kind, detail, raised_at FROM record_alarms "
-            "WHERE acked_at IS NULL AND raised_at >= ?",
-            0.0,
-            table_ids,
-        ):
-            record.setdefault(tid, []).append(
-                {"id": rid, "kind": kind, "detail": detail, "raised_at": raised}
-            )
         awaiting = dict(
             self._grouped(
                 "SELECT table_id, count(*) FROM awaiting_key WHERE received_at >= ?", 0.0, table_ids
             )
         )
-        counts = {"per_hour": per_hour, "gaps": gaps, "rejected": rejected, "awaiting": awaiting}
-        return [_tile(row, counts, record) for row in rows]
+        return {"per_hour": per_hour, "gaps": gaps, "rejected": rejected, "awaiting": awaiting}
 
     def _grouped(
         self, sql: str, arg: Any, table_ids: Sequence[str] | None, by: str = "table_id"
