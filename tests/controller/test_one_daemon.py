@@ -24,18 +24,13 @@ import serial  # type: ignore[import-untyped]
 from controller.journal.lock import JournalInUse, JournalLock
 from controller.wiring import EXIT_IN_USE
 from simulators.demo import DEMO_CONFIG
+from simulators.mosquitto import free_port
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator
 from tests.journal.conftest import cli
 
 pytestmark = pytest.mark.daemon
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _config(path: Path, devices: Path, journal: Path, port: int) -> Path:
@@ -90,6 +85,17 @@ ONLINE = "SELECT count(DISTINCT payload) FROM events WHERE kind = 'device_online
 CLOSED = "SELECT count(*) FROM rounds WHERE status != 'open'"
 
 
+async def _run_to_end(config: Path) -> subprocess.CompletedProcess[str]:
+    """``paigow-table run`` that is expected to refuse, waited for (off the event loop)."""
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "controller.cli", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def _said(stderr: str) -> list[str]:
     """What the command said to a person (a development install also logs its JSON warning)."""
     return [line for line in stderr.strip().splitlines() if not line.startswith("{")]
@@ -105,7 +111,7 @@ def _stop(proc: subprocess.Popen[str]) -> str:
 async def test_a_second_run_is_refused_by_the_journal_the_devices_and_the_port(
     tmp_path: Path,
 ) -> None:
-    port = _free_port()
+    port = free_port()
     journal = tmp_path / "journal.sqlite3"
     first_config = _config(tmp_path / "table.toml", tmp_path, journal, port)
     shuffler = ShufflerSimulator(PtyPort(tmp_path / "shuffler"), seed=3)
@@ -120,13 +126,7 @@ async def test_a_second_run_is_refused_by_the_journal_the_devices_and_the_port(
                 await shuffler.deal()
                 await _until(journal, CLOSED, n + 1)
             # The same config: refused at once, one line naming the journal and the holder.
-            again = await asyncio.to_thread(
-                subprocess.run,
-                [sys.executable, "-m", "controller.cli", "run", "--config", str(first_config)],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
+            again = await _run_to_end(first_config)
             assert again.returncode == EXIT_IN_USE, again.stderr
             [line] = _said(again.stderr)
             print(f"second run: exit {again.returncode}: {line}")
@@ -135,13 +135,7 @@ async def test_a_second_run_is_refused_by_the_journal_the_devices_and_the_port(
             other = tmp_path / "other"
             other.mkdir()
             port_config = _config(tmp_path / "port.toml", other, other / "j.sqlite3", port)
-            taken = await asyncio.to_thread(
-                subprocess.run,
-                [sys.executable, "-m", "controller.cli", "run", "--config", str(port_config)],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
+            taken = await _run_to_end(port_config)
             assert taken.returncode == EXIT_IN_USE, taken.stderr
             [line] = _said(taken.stderr)
             print(f"its page's port taken: exit {taken.returncode}: {line}")
@@ -169,7 +163,7 @@ async def test_a_second_daemon_with_its_own_journal_cannot_take_the_devices(
     whole (no deck-integrity alarm from frames split between two readers)."""
     shuffler = ShufflerSimulator(PtyPort(tmp_path / "shuffler"), seed=4)
     rng = RngSimulator(PtyPort(tmp_path / "rng"), seed=4)
-    first_port, second_port = _free_port(), _free_port()
+    first_port, second_port = free_port(), free_port()
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()

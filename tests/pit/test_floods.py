@@ -11,10 +11,8 @@ period goes."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from pit.service import Pit, install_backoff
 from pit.simfeed import SimTable, unsigned, wire
 from simulators.mosquitto import Mosquitto
 from tests.pit.conftest import feed_keys_file, publish, read_store
+from tests.pit.test_resend import _running
 
 NAMES = 3000
 #: What one burst sends before the next (Mosquitto queues 1,000 a client by default).
@@ -46,18 +45,6 @@ def _config(tmp: Path, broker: int, db_url: str) -> PitConfig:
         f'[database]\nurl = "{db_url}"\n[record]\nfeed_keys_file = "{keys}"\n'
         "[web]\nenabled = false\n"
     )
-
-
-@contextlib.asynccontextmanager
-async def _running(config: PitConfig) -> AsyncIterator[Pit]:
-    pit, stop = Pit(config), asyncio.Event()
-    task = asyncio.create_task(pit.run(stop))
-    try:
-        await asyncio.wait_for(pit.ingest.connected.wait(), 20)
-        yield pit
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
 
 
 async def test_made_up_names_cannot_grow_the_record_nor_the_log(

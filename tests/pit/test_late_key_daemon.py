@@ -52,6 +52,9 @@ async def test_a_table_registered_after_it_started_has_a_whole_copy(
         keys.write_text(keys.read_text() + keys_line("PG-03", signer.public_key))
         await _deal_and_close([table])
         await _wait(lambda: _outbox(table.journal) == 0, 60)
+        # Gaps (a status naming seqs still on their way) fill while the table runs and can
+        # answer a resend; then it closes.
+        await _wait(lambda: store.counts()["gaps_open"] == 0, 60)
         await table.close()
         expected = _journal_rounds(table.journal)
         await _wait(
@@ -65,7 +68,7 @@ async def test_a_table_registered_after_it_started_has_a_whole_copy(
               f"the table sent 1..{sent}; rounds {len(expected)} of {len(expected)}")  # fmt: skip
         assert seqs == list(range(1, sent + 1))
         # Gaps a status named before its seqs came are filled as they come (tests/pit/test_tables)
-        await _wait(lambda: store.counts()["gaps_open"] == 0, 30)
+        await _wait(lambda: store.counts()["gaps_open"] == 0, 60)
         assert _awaiting(store) == 0
         assert "pit_key_registered" in (tmp_path / "pit.log").read_text()
     finally:
