@@ -47,7 +47,7 @@ from controller.messages import (
 )
 from controller.mqtt.client import Client
 from controller.mqtt.feed_key import table_signer
-from controller.mqtt.rate import CommandRate
+from controller.mqtt.rate import CommandBudgets, CommandRate
 from controller.mqtt.signing import CommandVerifier, read_keys
 from controller.mqtt.wire import (
     COMMAND_SIZE_LIMIT,
@@ -256,12 +256,9 @@ class MqttService:
         self.verifier: CommandVerifier | None = None
         #: The badges of the table's supervisors_file; None: no such file (names as typed).
         self.supervisors: frozenset[str] | None = None
-        self.rate = CommandRate(120)
-        #: unsigned and refused commands' own budget on a table that takes signed ones: a flood
-        #: of them cannot use up what the casino's signed commands need (issue 40)
-        self.unsigned_rate = CommandRate(30)
+        #: the signed commands' budget and the unsigned and refused ones' (issue 40)
+        self.budgets = CommandBudgets(CommandRate(120), CommandRate(30))
         self.resends = CommandRate(RESEND_PER_MINUTE)  # seqs asked for again
-        self._over_reported: dict[str, datetime] = {}  # budget → when last reported
 
     @property
     def _signer(self) -> FeedSigner:
@@ -317,23 +314,15 @@ class MqttService:
         flood."""
         command = name[:64] if name in COMMAND_KINDS else "unknown"
         if exc.reason in ("rate_limited", "flood"):
-            last = self._over_reported.get(exc.reason)
-            if last is None or (host.clock() - last) >= RATE_REPORT:
+            if self.budgets.due(host.clock(), exc.reason, RATE_REPORT):
                 self._flush_over(host, command, exc.reason)
             return
         host.refused(Refusal("mqtt", topic[:200], command, exc.reason, exc.error[:300]))
 
     def _flush_over(self, host: PublisherHost, command: str = "any", only: str = "") -> None:
         """A record for each budget run over (``only``: that one), with how many it refused."""
-        for bucket, reason, what in (
-            (self.rate, "rate_limited", "signed commands" if self.verifier else "commands"),
-            (self.unsigned_rate, "flood", "unsigned or refused commands"),
-        ):
-            over = bucket.take_over() if only in ("", reason) else 0
-            if over:
-                self._over_reported[reason] = host.clock()
-                detail = f"more than {bucket.per_minute} {what} a minute"
-                host.refused(Refusal("mqtt", host.topic("cmd/+"), command, reason, detail, over))
+        for reason, detail, over in self.budgets.take(host.clock(), only):
+            host.refused(Refusal("mqtt", host.topic("cmd/+"), command, reason, detail, over))
 
     async def _report_over(self, host: PublisherHost) -> None:
         """The refusals over the rate since the last record, once a minute while they last."""
@@ -354,8 +343,12 @@ class MqttService:
         host.subscribe(self._on_effect)
         self.verifier = self._verifier(host)
         self.supervisors = _supervisors(host)
-        self.rate = CommandRate(host.config.limits.mqtt_commands_per_minute)
-        self.unsigned_rate = CommandRate(host.config.limits.mqtt_unsigned_per_minute)
+        limits = host.config.limits
+        self.budgets = CommandBudgets(
+            CommandRate(limits.mqtt_commands_per_minute),
+            CommandRate(limits.mqtt_unsigned_per_minute),
+            keyed=self.verifier is not None,
+        )
         reporter = asyncio.get_running_loop().create_task(
             self._report_over(host), name="mqtt.rate_report"
         )
@@ -574,50 +567,15 @@ class MqttService:
             log.error("command_failed", topic=topic[:200], error=_describe(exc), exc_info=exc)
 
     def _parse(self, host: PublisherHost, topic: str, payload: bytes) -> tuple[Command, str | None]:
-        """The command and the key that signed it, or CommandRefused: over its budget, refused
-        by parse_signed_command, naming a person who is no supervisor of this table
+        """The command and the key that signed it, or CommandRefused: over its budget
+        (``CommandBudgets``: on a table with command keys, charged only once the signature is
+        checked, so no flood of unsigned or forged commands starves the casino's), refused by
+        parse_signed_command, naming a person who is no supervisor of this table
         (``check_person``), or ``malformed`` when the parsing itself failed (a defect to fix:
-        logged as an error). A table without command keys takes every command from one budget;
-        one with keys gives its signed commands one (``rate``) and everything else — unsigned
-        read-only commands and every refusal — another (``unsigned_rate``), taken only after the
-        signature is checked, so no flood of unsigned or forged commands starves the casino's."""
-        if self.verifier is None:
-            if not self.rate.admit(host.clock()):
-                raise CommandRefused(
-                    f"refused: more than {self.rate.per_minute} commands a minute; "
-                    "try again shortly",
-                    reason="rate_limited",
-                )
-            return self._parsed(host, topic, payload)
-        try:
-            command, key_id = self._parsed(host, topic, payload)
-        except CommandRefused:
-            self._unsigned_admit(host)
-            raise
-        if key_id is None:
-            self._unsigned_admit(host)
-        elif not self.rate.admit(host.clock()):
-            raise CommandRefused(
-                f"refused: more than {self.rate.per_minute} signed commands a minute; "
-                "try again shortly",
-                command.request_id,
-                reason="rate_limited",
-            )
-        return command, key_id
-
-    def _unsigned_admit(self, host: PublisherHost) -> None:
-        """CommandRefused (``flood``: counted, one warning a minute) past the unsigned budget."""
-        if not self.unsigned_rate.admit(host.clock()):
-            raise CommandRefused(
-                f"refused: more than {self.unsigned_rate.per_minute} unsigned or refused "
-                "commands a minute; try again shortly",
-                reason="flood",
-            )
-
-    def _parsed(
-        self, host: PublisherHost, topic: str, payload: bytes
-    ) -> tuple[Command, str | None]:
-        """``parse_signed_command`` and ``check_person``: the command and its key id."""
+        logged as an error)."""
+        now, keyed = host.clock(), self.verifier is not None
+        if not keyed:
+            _charged(self.budgets, now, signed=True)
         try:
             command, key_id = parse_signed_command(
                 host.prefix,
@@ -627,8 +585,9 @@ class MqttService:
                 table_id=host.config.table.id,
             )
             check_person(command, self.supervisors)
-            return command, key_id
         except CommandRefused:
+            if keyed:
+                _charged(self.budgets, now, signed=False)
             raise
         except Exception as exc:
             log.error(
@@ -638,9 +597,14 @@ class MqttService:
                 error=_describe(exc),
                 exc_info=exc,
             )
+            if keyed:
+                _charged(self.budgets, now, signed=False)
             raise CommandRefused(
                 f"malformed command: {type(exc).__name__}", reason="malformed"
             ) from None
+        if keyed:
+            _charged(self.budgets, now, signed=key_id is not None, request_id=command.request_id)
+        return command, key_id
 
     async def _answer(self, client: _Client, host: PublisherHost, message: aiomqtt.Message) -> None:
         topic = message.topic.value
@@ -737,6 +701,27 @@ class MqttService:
             error=reply.error,
         )
         return reply
+
+
+def _charged(
+    budgets: CommandBudgets, now: datetime, *, signed: bool, request_id: str | None = None
+) -> None:
+    """CommandRefused when the command's budget is spent: ``rate_limited`` (signed, or any on a
+    table without keys) or ``flood`` (unsigned or refused: counted, one warning a minute)."""
+    reason = budgets.refusal(now, signed=signed)
+    if reason == "rate_limited":
+        raise CommandRefused(
+            f"refused: more than {budgets.signed.per_minute} "
+            f"{'signed commands' if budgets.keyed else 'commands'} a minute; try again shortly",
+            request_id,
+            reason="rate_limited",
+        )
+    if reason == "flood":
+        raise CommandRefused(
+            f"refused: more than {budgets.unsigned.per_minute} unsigned or refused commands a "
+            "minute; try again shortly",
+            reason="flood",
+        )
 
 
 #: Seqs a table sends again a minute, all ``resend`` commands together: a flood of them (each
