@@ -79,8 +79,3 @@ class AwaitingKeys:
         """Remove the messages a batch judged again (in its transaction)."""
         for row_id in row_ids:
             self.execute("DELETE FROM awaiting_key WHERE id = ?", (row_id,))
-
-    def counts(self) -> dict[str, int]:
-        """How many messages wait, by table."""
-        rows = self.query("SELECT table_id, count(*) FROM awaiting_key GROUP BY table_id", ())
-        return {str(t): int(n) for t, n in rows}
