@@ -10,7 +10,7 @@ import contextlib
 import os
 import sqlite3
 from datetime import UTC, datetime
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import quote
 
 EXIT_OK = 0
@@ -33,8 +33,14 @@ EXIT_STATUSES = (
 
 class Parser(argparse.ArgumentParser):
     """argparse's parser whose usage error is one line on stderr, exit 2 (the rule of every
-    status but 0 and 1), naming the ``--help`` that shows the usage. Subcommands' parsers are
-    of the same class (argparse makes them of their parent's)."""
+    status but 0 and 1), naming the ``--help`` that shows the usage, and whose ``--help`` ends
+    with the exit statuses unless it says its own. Subcommands' parsers are of the same class
+    (argparse makes them of their parent's), so every command's are, through argparse's public
+    constructor alone."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["epilog"] = kwargs.get("epilog") or EXIT_STATUSES
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

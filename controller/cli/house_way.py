@@ -453,11 +453,8 @@ def _verb_options(p: argparse.ArgumentParser, json_help: str) -> None:
 
 
 def _verbs(prog: str) -> dict[str, argparse.ArgumentParser]:
-    from controller.cli.exits import EXIT_STATUSES
-
     check = Parser(
         prog=f"{prog} check",
-        epilog=EXIT_STATUSES,
         description="Prove a way file (or a shipped way) over all 154,143,080 hands: exactly "
         "one rule sets each, none fouls; print the hands each rule sets. Writes a proof beside "
         "a way file that passes (docs/house-way.md). Exit 1 if it fails.",
@@ -467,7 +464,6 @@ def _verbs(prog: str) -> dict[str, argparse.ArgumentParser]:
     check.set_defaults(func=cmd_check, command="house-way", action="check")
     diff = Parser(
         prog=f"{prog} diff",
-        epilog=EXIT_STATUSES,
         description="The exact share of all 154,143,080 hands two ways set differently, by "
         "rule pair, with an example of each (docs/house-way.md).",
     )

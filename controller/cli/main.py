@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterable, Sequence
 from controller.cli import house_way, table
 from controller.cli.exits import (
     EXIT_DATAERR,
-    EXIT_STATUSES,
     CliError,
     Parser,
     file_refusal,
@@ -50,17 +49,7 @@ def build_parser(
     house_way.register(sub)
     for register in registrars:
         register(sub)
-    _every_help_says_the_statuses(parser)
-    return parser
-
-
-def _every_help_says_the_statuses(parser: argparse.ArgumentParser) -> None:
-    """Each command's --help ends with the exit statuses, unless it says its own."""
-    parser.epilog = parser.epilog or EXIT_STATUSES
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for child in set(action.choices.values()):
-                _every_help_says_the_statuses(child)
+    return parser  # every command's --help ends with the exit statuses (exits.Parser)
 
 
 def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
