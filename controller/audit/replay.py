@@ -62,9 +62,10 @@ def _table_for(
         next_round_seq=int(result.get("round_seq", 1)),
         kept=KeptTableState(dealer_id=_dealer_of(events)),
     )
+    # The seats it settled are the seats that played: none at all when every seat was set
+    # unoccupied (a dead round settles none either way).
     played = {str(s["seat"]) for s in result.get("seats", [])}
-    if played:
-        table.occupied.update({label: label in played for label in table.occupied})
+    table.occupied.update({label: label in played for label in table.occupied})
     for seat in result.get("seats", []):
         if seat.get("wagers"):
             table.wagers[str(seat["seat"])] = Wagers.model_validate(seat["wagers"])

@@ -19,7 +19,7 @@ from controller.audit import verify_journal
 from controller.journal import Journal, Transaction
 from controller.journal.audit import read_feed, recall_rounds, verify_feed
 from controller.journal.store import seal_of
-from controller.messages import EnterDice, SignIn, SignOut
+from controller.messages import EnterDice, SetSeats, SignIn, SignOut
 from controller.recorder import EFFECTS, Recorder
 from controller.table import RoundOpened, Table
 from tests.controller.test_recorder import _apply
@@ -170,3 +170,16 @@ def test_a_rewritten_dealer_and_round_opened_row_are_found_by_the_casino_s_copy(
     assert verify_journal(path).ok  # the limit docs/audit.md states
     checked = verify_feed(path, read_feed(feed))
     assert [f.round_id for f in checked.findings] == [rid]
+
+
+def test_a_round_dealt_with_every_seat_empty_is_dealt_again_so(tmp_path: Path) -> None:
+    """Found by the stateful test: every seat set unoccupied, a round settles no seat; the
+    replay took "no seat in the result" for "every seat" and called it tampered."""
+    path = tmp_path / "j.sqlite3"
+    table, _ = make_table()
+    _journal(path, [SetSeats(occupied=dict.fromkeys(table.occupied, False)), *_deal(11)], table)
+    with sqlite3.connect(path) as conn:
+        (result,) = conn.execute("SELECT result FROM rounds").fetchone()
+    assert json.loads(result)["seats"] == []
+    report = verify_journal(path)
+    assert report.ok and report.recomputed == 1, _lines(report)
