@@ -62,6 +62,11 @@ class Links:
         return {name: {"up": self.up[name], "since": self.since[name]} for name in self.up}
 
 
+#: Pushes a page may leave unread before its stream is ended (:meth:`Hub.drop`): ten seconds of
+#: pushes at the 0.1 s interval.
+STALLED = 100
+
+
 class Hub:
     """Fans committed batches out to the live pages: the tables a batch changed are read again
     (at most every ``interval`` s) and sent to every open event stream."""
@@ -120,10 +125,21 @@ class Hub:
                 continue
             self.pushed += 1
             for q in list(self.queues):
-                if q.qsize() > 100:  # a stalled page: drop it, it reconnects and reloads
-                    self.queues.discard(q)
+                if q.qsize() > STALLED:
+                    self.drop(q)
                     continue
                 q.put_nowait(f"event: tiles\ndata: {event}\n\n")
+
+    def drop(self, queue: asyncio.Queue[str]) -> None:
+        """A stalled page (``STALLED`` pushes unread): what it has not read is thrown away and
+        its stream is ended (the empty item), so the browser reconnects and is sent the whole
+        floor again. Only taken off the list, its stream stayed open on pings alone and the
+        page never heard a change again (the likely cause of a CI run's table page waiting
+        over a minute, on a loaded machine, for an alarm's acknowledgement)."""
+        self.queues.discard(queue)
+        while not queue.empty():
+            queue.get_nowait()
+        queue.put_nowait("")
 
 
 class PitWeb:

@@ -42,9 +42,21 @@ function render(t) {
       <td class="l">${esc(r.reasons)}</td><td class="l">${esc(r.dealer_id || "—")}</td><td>${r.seats}</td><td class="l">${esc(timeAt(r.closed_at))}</td></tr>`).join("");
 }
 
+// One read at a time, and one more after it when a change was heard meanwhile: two reads in
+// flight could answer out of order and leave the older one on the page.
+let loading = false, again = false;
 async function load() {
-  const r = await fetch(`/api/table/${encodeURIComponent(tableId)}`);
-  if (r.ok) render(await r.json());
+  if (loading) { again = true; return; }
+  loading = true;
+  try {
+    do {
+      again = false;
+      const r = await fetch(`/api/table/${encodeURIComponent(tableId)}`);
+      if (r.ok) render(await r.json());
+    } while (again);
+  } finally {
+    loading = false;
+  }
 }
 
 document.addEventListener("click", async (e) => {

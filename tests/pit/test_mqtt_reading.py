@@ -285,3 +285,33 @@ async def test_a_burst_read_through_the_buffer_comes_whole_and_in_order(
             assert got == payloads
             buffer = getattr(c._client._sock_recv, "__self__", None)
             assert isinstance(buffer, paho_lean.ReadBuffer) and buffer.taken > sum(sizes)
+
+
+async def test_a_stalled_page_is_ended_so_it_reconnects_instead_of_going_deaf() -> None:
+    """A page that leaves more than ``STALLED`` pushes unread: its stream is ended (the empty
+    item the event stream's handler stops on) with nothing stale before it, so the browser
+    reconnects and is sent the whole floor. Before, it was only taken off the list and its
+    stream stayed open on pings: that page never heard another change. A page that reads
+    keeps its stream."""
+    from pit.store import Outcome
+    from pit.web import STALLED, Hub
+
+    async def tiles(tables: list[str]) -> list[dict[str, Any]]:
+        return [{"table_id": t} for t in tables]
+
+    hub = Hub(tiles)
+    hub.interval = 0.0
+    stalled: asyncio.Queue[str] = asyncio.Queue()
+    reading: asyncio.Queue[str] = asyncio.Queue()
+    hub.queues |= {stalled, reading}
+    running = asyncio.create_task(hub.run())
+    heard = 0
+    try:
+        for i in range(STALLED + 5):
+            hub.on_batch(Outcome(tables={f"PG-{i:02d}"}))
+            heard += len((await asyncio.wait_for(reading.get(), 5)).splitlines()[:1])
+        assert stalled not in hub.queues and reading in hub.queues
+        assert stalled.qsize() == 1 and stalled.get_nowait() == ""  # ended, nothing stale
+        assert heard == STALLED + 5
+    finally:
+        running.cancel()

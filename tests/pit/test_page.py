@@ -189,7 +189,17 @@ async def test_pit_page_live_tiles_and_acknowledge_by_signed_command(
             await page.locator("[data-alarm]").first.click()
             # The signed command to the table and its acknowledgement back: a loaded machine
             # (the whole suite on two cores) took over 20 s once.
-            await page.locator("#alarms").get_by_text("none").wait_for(timeout=3 * WAIT_MS)
+            try:
+                await page.locator("#alarms").get_by_text("none").wait_for(timeout=3 * WAIT_MS)
+            except playwright_api.TimeoutError:  # what the table and the pit did, for the report
+                log = (tmp_path / "PG-01" / "daemon.log").read_text()[-4000:]
+                from pit.store import Store
+
+                copy = Store(db_url, root="casino/demo/paigow/")
+                alarms = copy.all("SELECT code, acked_by FROM alarms")
+                copy.close()
+                said = f"pit alarms {alarms}; links {pit.web.links.as_dict()}"
+                raise AssertionError(f"not acknowledged on the page; {said}; log:\n{log}") from None
             assert dialogs == []  # never a browser alert
             sent = pit.web.hub  # the signed command the pit sent, named
             del sent
