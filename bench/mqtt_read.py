@@ -1,13 +1,14 @@
-"""The pit's MQTT reading alone (issue 31): CPU a message of draining a queued session from
-Mosquitto through the pit's own client (``pit.ingest``: aiomqtt over paho, manual
-acknowledgements, the batch's PUBACKs in one write), on MQTT 5 with paho's properties as paho
-builds them, MQTT 5 with ``pit.paho_lean``'s properties, and with its read buffer too (what
-the pit runs), and MQTT 3.1.1 without and with the buffer, in the same run.
+"""The pit's MQTT reading alone (issues 31, 41): CPU a message of draining a queued session from
+Mosquitto through the pit's own client (``pit.broker.Session``: paho's public API driven by the
+pit's asyncio loop, manual acknowledgements, what has arrived taken at once), on MQTT 5 and
+MQTT 3.1.1, with Nagle's algorithm on (the pit's subscriber) and off, beside paho's own
+threaded loop reading the same (``loop_start``, a PUBACK a message as ``ack`` sends it) as the
+same run's baseline.
 
-A publisher process queues ``--messages`` QoS 1 messages of ``--bytes`` for the pit's persistent
-session while it is away (on topics of 2,000 tables); the pit connects and drains them in
-batches as ``Ingest._receive`` does, acknowledging each batch. Best of ``--repeat`` drains. The
-last line is one JSON object; ``ratio_*`` are against paho's own MQTT 5 reading in this run.
+A publisher process queues ``--messages`` QoS 1 messages of ``--bytes`` for the session while it
+is away (on topics of 2,000 tables); the reader connects and drains them in batches as
+``Ingest._receive`` does, acknowledging each batch. Best of ``--repeat`` drains. The last line
+is one JSON object; ``ratio_*`` are against paho's own loop on MQTT 5 in this run.
 
 Run: `.venv/bin/python bench/mqtt_read.py` (about a minute).
 """
@@ -20,19 +21,19 @@ import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import aiomqtt
-from paho.mqtt import _packet
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pit.ingest import _Client, acknowledge
-from pit.paho_lean import LeanProperties
+from pit.broker import Link, Session
 from pit.service import settle_collector
 from simulators.mosquitto import Mosquitto
 
@@ -51,39 +52,82 @@ c.loop_stop()
 """
 
 
-def client(port: int, protocol: str, name: str) -> _Client:
-    if protocol == "5":
-        props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-        props.SessionExpiryInterval = 3600
-        props.ReceiveMaximum = 800
-        c = _Client("127.0.0.1", port, identifier=f"bench-pit-{name}",
-                    protocol=aiomqtt.ProtocolVersion.V5, clean_start=False,
-                    properties=props)  # fmt: skip
-    else:
-        c = _Client("127.0.0.1", port, identifier=f"bench-pit-{name}",
-                    protocol=aiomqtt.ProtocolVersion.V311, clean_session=False)  # fmt: skip
-    c._client.manual_ack_set(True)
-    return c
+def link(port: int, protocol: str, name: str, nodelay: bool) -> Link:
+    return Link("127.0.0.1", port, f"bench-pit-{name}", protocol=protocol, persistent=True,
+                session_expiry=3600, receive_maximum=800, nodelay=nodelay)  # fmt: skip
 
 
-async def drain(port: int, protocol: str, name: str, n: int, size: int) -> float:
-    """CPU seconds of the pit's client draining ``n`` queued messages."""
-    async with client(port, protocol, name) as c:  # the session, subscribed, then away
-        await c.subscribe("bench/#", qos=1)
+def publish(port: int, n: int, size: int) -> None:
     subprocess.run([sys.executable, "-c", PUBLISH, str(port), str(n), str(size)], check=True)
+
+
+async def drain(port: int, protocol: str, name: str, n: int, size: int, nodelay: bool) -> float:
+    """CPU seconds of the pit's Session draining ``n`` queued messages."""
+    async with Session(link(port, protocol, name, nodelay), manual_ack=True) as s:
+        await s.subscribe("bench/#", timeout=30)  # the session, subscribed, then away
+    publish(port, n, size)
     got = 0
-    async with client(port, protocol, name) as c:
-        await c.subscribe("bench/#", qos=1)
-        messages = c.messages
+    never = asyncio.get_running_loop().create_future()
+    async with Session(link(port, protocol, name, nodelay), manual_ack=True) as s:
         start = time.process_time()
         while got < n:
-            batch = [await anext(messages)]
-            batch += c.queued(199)  # as Ingest._receive takes what has arrived
+            await s.arrived(never)
+            batch = s.take(200)  # as Ingest._receive takes what has arrived
             got += len(batch)
             assert got <= n, "more than was published: another session's"
-            acknowledge(c, [(m.mid, m.qos) for m in batch])
+            s.acknowledge(batch)
         cpu = time.process_time() - start
         await asyncio.sleep(0.2)  # the last PUBACKs out before the disconnect
+    return cpu
+
+
+def drain_paho(port: int, protocol: str, name: str, n: int, size: int) -> float:
+    """CPU seconds of paho's own network thread reading ``n`` queued messages, a PUBACK each."""
+    v5 = protocol == "5"
+
+    def make() -> paho.Client:
+        c = paho.Client(CallbackAPIVersion.VERSION2, client_id=f"bench-paho-{name}",
+                        protocol=paho.MQTTv5 if v5 else paho.MQTTv311,
+                        clean_session=None if v5 else False, manual_ack=True)  # fmt: skip
+        return c
+
+    def connect(c: paho.Client) -> None:
+        props = None
+        if v5:
+            props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+            props.SessionExpiryInterval = 3600
+            props.ReceiveMaximum = 800
+        c.connect("127.0.0.1", port, clean_start=False, properties=props)
+
+    c = make()
+    subscribed = threading.Event()
+    c.on_subscribe = lambda *a: subscribed.set()
+    connect(c)
+    c.loop_start()
+    c.subscribe("bench/#", qos=1)
+    subscribed.wait(30)
+    c.disconnect()
+    c.loop_stop()
+    publish(port, n, size)
+    done = threading.Event()
+    count = [0]
+
+    def on_message(client: paho.Client, userdata: Any, m: paho.MQTTMessage) -> None:
+        client.ack(m.mid, m.qos)
+        count[0] += 1
+        if count[0] >= n:
+            done.set()
+
+    c = make()
+    c.on_message = on_message
+    start = time.process_time()
+    connect(c)
+    c.loop_start()
+    done.wait(300)
+    cpu = time.process_time() - start
+    time.sleep(0.2)
+    c.disconnect()
+    c.loop_stop()
     return cpu
 
 
@@ -92,25 +136,26 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     queue = ["max_queued_messages 1000000", "max_inflight_messages 1000", "max_queued_bytes 0"]
     broker = Mosquitto(workdir, options=queue)
     await broker.start()
-    variants = {  # protocol, paho's properties or the pit's, the pit's read buffer or not
-        "mqtt5_paho": ("5", Properties, False),
-        "mqtt5_lean": ("5", LeanProperties, False),
-        "mqtt5_lean_buffered": ("5", LeanProperties, True),
-        "mqtt311": ("3.1.1", Properties, False),
-        "mqtt311_buffered": ("3.1.1", Properties, True),
+    variants = {  # protocol, Nagle's algorithm off (TCP_NODELAY) or on, paho's own loop
+        "mqtt5_paho": ("5", True, True),
+        "mqtt5_pit": ("5", False, False),
+        "mqtt5_pit_nodelay": ("5", True, False),
+        "mqtt311_pit": ("3.1.1", False, False),
     }
     best: dict[str, float] = {}
     try:
         for i in range(args.repeat):
-            for name, (protocol, props, buffered) in variants.items():
-                _packet.Properties = props  # type: ignore[attr-defined]
-                _Client.read_buffer = buffered
-                cpu = await drain(broker.port, protocol, f"{name}-{i}", args.messages, args.bytes)
+            for name, (protocol, nodelay, own_loop) in variants.items():
+                if own_loop:
+                    cpu = drain_paho(broker.port, protocol, f"{name}-{i}", args.messages,
+                                     args.bytes)  # fmt: skip
+                else:
+                    cpu = await drain(broker.port, protocol, f"{name}-{i}", args.messages,
+                                      args.bytes, nodelay)  # fmt: skip
                 best[name] = min(best.get(name, cpu), cpu)
-                print(f"  pass {i + 1} {name:<11} {cpu / args.messages * 1000:.4f} ms a message",
+                print(f"  pass {i + 1} {name:<18} {cpu / args.messages * 1000:.4f} ms a message",
                       flush=True)  # fmt: skip
     finally:
-        _packet.Properties = Properties  # type: ignore[attr-defined]
         await broker.stop()
     base = best["mqtt5_paho"]
     out: dict[str, Any] = {"messages": args.messages, "bytes": args.bytes, "gc": args.gc}

@@ -3,14 +3,14 @@
 - A persistent session: MQTT 5 with clean start off and a session expiry, or MQTT 3.1.1 with
   ``clean_session`` false, under a client id that stays the same across restarts
   (``[broker] client_id``). While the pit is away the broker keeps its messages.
-- QoS 1 and manual acknowledgements (paho's ``manual_ack``; aiomqtt 2.5 has no switch for it, so
-  the paho client underneath is told): a message is acknowledged (PUBACK) only after the
+- QoS 1 and manual acknowledgements (``pit.broker``, the pit's one room with an MQTT library):
+  a message is acknowledged (PUBACK) only after the
   transaction that stored it committed. A crash, a database that went away or a lost link before
   that leaves it unacknowledged, and the broker sends it again on the next connect; the copy is
   then a duplicate by ``msg_id`` and stored no second time.
 - Batches: what has arrived (up to ``[broker] batch``; after a batch's first message the pit
   waits ``batch_wait`` for more) is stored in one transaction, then acknowledged in the order
-  it arrived (MQTT requires PUBACKs in order), in one write (:func:`acknowledge`).
+  it arrived (MQTT requires PUBACKs in order).
 - A database error: the batch is not acknowledged, the MQTT connection is dropped (its session
   stays on the broker with the messages in flight), the database is retried every second, and
   the pit connects again once it answers.
@@ -37,18 +37,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import aiomqtt
-
-from pit import paho_lean
 from pit.admission import Admission, Dropped
-from pit.config import PitConfig, read_hex_key, read_secret
+from pit.broker import BrokerError, Message, Session, link
+from pit.config import PitConfig, read_hex_key
 from pit.db import name_thread
 from pit.liveness import Liveness
 from pit.store import Incoming, Outcome, Store
@@ -86,61 +83,6 @@ def subscription(config: PitConfig) -> str:
     topic = f"{config.site.root}+/#"
     group = config.broker.share_group
     return f"$share/{group}/{topic}" if group else topic
-
-
-class _Client(aiomqtt.Client):
-    """aiomqtt's client, noting whether the broker kept our session."""
-
-    session_present: bool | None = None
-    #: paho's reads through ``pit.paho_lean.ReadBuffer`` (off: as aiomqtt reads; the bench)
-    read_buffer = True
-
-    def _on_connect(self, client: Any, userdata: Any, flags: Any, *args: Any) -> None:
-        self.session_present = bool(getattr(flags, "session_present", False))
-        super()._on_connect(client, userdata, flags, *args)
-
-    def _on_socket_open(self, client: Any, userdata: Any, sock: Any) -> None:
-        super()._on_socket_open(client, userdata, sock)
-        buffer = paho_lean.buffer_reads(client) if self.read_buffer else None
-        if buffer is None:
-            return
-
-        def read() -> None:
-            # aiomqtt's reader takes one packet a wake-up; this one takes every packet the
-            # buffer holds (and the TLS layer's), so none waits for the socket to wake again.
-            try:
-                while True:
-                    before = buffer.taken
-                    if client.loop_read() != 0:
-                        break
-                    tls = getattr(client._sock, "pending", None)
-                    if buffer.pending() and buffer.taken != before:
-                        continue
-                    if tls is not None and tls() > 0:
-                        continue
-                    break
-            except Exception as exc:  # as aiomqtt's own: the link is broken
-                if not self._disconnected.done():
-                    self._disconnected.set_exception(exc)
-
-        # After aiomqtt's own add_reader (scheduled the same way), so this one replaces it.
-        self._loop.call_soon_threadsafe(self._loop.add_reader, sock.fileno(), read)
-
-    def queued(self, most: int) -> list[aiomqtt.Message]:
-        """Up to ``most`` of the messages that have arrived, without waiting: aiomqtt's
-        iterator makes a task and an ``asyncio.wait`` for each message even when it is
-        already there (issue 31). Where its queue is not where aiomqtt 2.5 keeps it: none
-        (the caller takes them through the iterator)."""
-        queue = getattr(self, "_queue", None)
-        out: list[aiomqtt.Message] = []
-        if not isinstance(queue, asyncio.Queue):
-            return out
-        while len(out) < most:
-            try:
-                out.append(queue.get_nowait())
-            except asyncio.QueueEmpty:
-                break
-        return out
 
 
 class Ingest:
@@ -205,49 +147,6 @@ class Ingest:
             return max(late, BEHIND_S)
         return 0.0
 
-    def _client(self) -> _Client:
-        from paho.mqtt.packettypes import PacketTypes
-        from paho.mqtt.properties import Properties
-
-        from controller.mqtt.wire import NODELAY
-
-        b = self.config.broker
-        if b.protocol == "5" and not paho_lean.install():
-            log.info("pit_paho_properties: this paho's PUBLISH decoder is not the one "
-                     "pit.paho_lean knows; MQTT 5 properties read at paho's own cost")  # fmt: skip
-        password = read_secret(b.password_file) if b.password_file else None
-        tls = None
-        if b.ca_file or b.cert_file:
-            from controller.config import TlsConfig
-            from controller.mqtt.wire import tls_context
-
-            tls = tls_context(
-                TlsConfig(ca_file=b.ca_file, cert_file=b.cert_file, key_file=b.key_file),
-                passphrase=None,
-            )
-        if b.protocol == "5":
-            properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-            properties.SessionExpiryInterval = b.session_expiry
-            # Unacknowledged messages the broker may send ahead: a few batches, not a backlog
-            # in the pit's memory.
-            properties.ReceiveMaximum = min(65535, 4 * b.batch)
-            # Nothing larger than a message the pit would take reaches it: the broker drops it
-            # (MQTT 5 §3.1.2.11.4), before its bytes cross the link (issue 40).
-            properties.MaximumPacketSize = b.max_message_bytes + 4096
-            client = _Client(
-                b.host, b.port, identifier=b.client_id, username=b.username, password=password,
-                tls_context=tls, protocol=aiomqtt.ProtocolVersion.V5, clean_start=False,
-                properties=properties, keepalive=b.keepalive, socket_options=NODELAY, timeout=10,
-            )  # fmt: skip
-        else:
-            client = _Client(
-                b.host, b.port, identifier=b.client_id, username=b.username, password=password,
-                tls_context=tls, protocol=aiomqtt.ProtocolVersion.V311, clean_session=False,
-                keepalive=b.keepalive, socket_options=NODELAY, timeout=10,
-            )  # fmt: skip
-        client._client.manual_ack_set(True)  # acknowledged after the commit (module text)
-        return client
-
     async def run(self, stop: asyncio.Event) -> None:
         stopper = asyncio.ensure_future(stop.wait())
         try:
@@ -260,7 +159,7 @@ class Ingest:
                     continue
                 try:
                     await self._until_stopped(self._session(stop, stopper), stopper)
-                except aiomqtt.MqttError as exc:
+                except BrokerError as exc:
                     self.connected.clear()
                     self.stats.link_errors += 1
                     self.stats.last_error = str(exc)[:200]
@@ -284,7 +183,7 @@ class Ingest:
             await asyncio.wait({task}, timeout=1.0)  # a session ends itself on a stop
         if not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
+            with contextlib.suppress(asyncio.CancelledError, BrokerError):
                 await task
             return
         task.result()
@@ -296,24 +195,15 @@ class Ingest:
         self._drop_store()
 
     async def _session(self, stop: asyncio.Event, stopper: asyncio.Future[Any]) -> None:
-        from paho.mqtt.subscribeoptions import SubscribeOptions
-
-        client = self._client()
-        async with client:
+        async with Session(link(self.config, subscriber=True), manual_ack=True) as client:
             self.stats.connects += 1
-            self.stats.session_present.append(bool(client.session_present))
+            self.stats.session_present.append(client.session_present)
             topic = subscription(self.config)
             # The SUBACK of a kept session comes after the messages the broker sends ahead (up
             # to Receive Maximum), each parsed first: a pit restarted behind a backlog on a busy
-            # machine took longer than the client's 10 s, gave up, reconnected and got the same
-            # messages again, never storing any (issue 31, bench/pit.py --tables 2000).
-            if self.config.broker.protocol == "5":
-                # Retained messages only when the subscription is new (not on every reconnect).
-                await client.subscribe(
-                    topic, options=SubscribeOptions(qos=1, retainHandling=1), timeout=SUBACK_WAIT
-                )
-            else:
-                await client.subscribe(topic, qos=1, timeout=SUBACK_WAIT)
+            # machine took longer than 10 s, gave up, reconnected and got the same messages
+            # again, never storing any (issue 31, bench/pit.py --tables 2000).
+            await client.subscribe(topic, timeout=SUBACK_WAIT)
             self.connected.set()
             log.info("pit_subscribed topic=%s session=%s", topic, client.session_present)
             watch = asyncio.create_task(self._watch(client), name="pit-liveness")
@@ -324,7 +214,7 @@ class Ingest:
                 with contextlib.suppress(asyncio.CancelledError):
                     await watch
 
-    async def _watch(self, client: _Client) -> None:
+    async def _watch(self, client: Session) -> None:
         """The liveness sweep while connected (``pit.liveness``), once a second."""
         since = time.time()
         while self.liveness.enabled:
@@ -342,45 +232,36 @@ class Ingest:
         return self.liveness.sweep(self._open_store(), now, since, self.behind(now))
 
     async def _receive(
-        self, client: _Client, stop: asyncio.Event, stopper: asyncio.Future[Any]
+        self, client: Session, stop: asyncio.Event, stopper: asyncio.Future[Any]
     ) -> None:
-        messages = client.messages
-        self._waiting = lambda: len(messages)
+        self._waiting = lambda: client.waiting
         limit = self.config.broker.batch
         linger = self.config.broker.batch_wait
         while not stop.is_set():
-            getter = asyncio.ensure_future(anext(messages))
-            done, _ = await asyncio.wait({getter, stopper}, return_when="FIRST_COMPLETED")
-            if getter not in done:
-                getter.cancel()
-                with contextlib.suppress(BaseException):
-                    await getter
+            if not await client.arrived(stopper):
                 return
             self._batch_since = time.time()
-            batch = [getter.result()]
-            if linger > 0 and len(messages) + 1 < limit:
+            if linger > 0 and client.waiting < limit:
                 # A batch's fixed cost (its transaction, its tables' rows read and written
                 # once) is most of a message's when batches are a few messages: wait for more
                 # (issue 31: at 2,000 tables batches of ~10 became ~150 with the default 0.2 s).
                 # A stop cuts it short.
                 await asyncio.wait({stopper}, timeout=linger)
-            batch += client.queued(limit - len(batch))
-            while len(messages) and len(batch) < limit:
-                batch.append(await anext(messages))
             try:
-                await self._store_batch(client, batch)
+                await self._store_batch(client, client.take(limit))
             finally:
                 self._batch_since = None
 
-    async def _store_batch(self, client: _Client, batch: list[aiomqtt.Message]) -> None:
+    async def _store_batch(self, client: Session, batch: list[Message]) -> None:
         now = time.time()
         items: list[Incoming] = []
         for m in batch:
-            payload = m.payload if isinstance(m.payload, bytes) else str(m.payload or "").encode()
+            payload = m.payload if isinstance(m.payload, bytes) else bytes(m.payload)
             # Charged to its table before anything else is done with it (pit.admission): over
             # the budget it costs its bytes, and is acknowledged with the batch.
-            if self.admission.admit(m.topic.value, len(payload), now):
-                items.append(Incoming(m.topic.value, payload, m.retain, now))
+            topic = m.topic
+            if self.admission.admit(topic, len(payload), now):
+                items.append(Incoming(topic, payload, m.retain, now))
         dropped = self.admission.take_dropped()
         self.stats.received += len(batch)
         try:
@@ -389,7 +270,7 @@ class Ingest:
             # Not acknowledged: the broker keeps them in our session and sends them again.
             await self._db(self._database_error, exc)
             raise _DatabaseDown from exc
-        acknowledge(client, [(m.mid, m.qos) for m in batch if m.qos > 0])
+        client.acknowledge(batch)
         s = self.stats
         s.batches += 1
         s.stored += outcome.stored
@@ -417,29 +298,6 @@ class Ingest:
         if self.on_batch is not None and (outcome.tables or outcome.alarms or outcome.stored
                                           or outcome.rejected):  # fmt: skip
             self.on_batch(outcome)
-
-
-_PUBACK_COMMAND = 0x40
-_PUBACK = struct.Struct("!BBH")  # PUBACK, remaining length 2, packet id (MQTT 3.1.1 and 5)
-
-
-def acknowledge(client: aiomqtt.Client, acks: list[tuple[int, int]]) -> None:
-    """The acknowledgements of a committed batch's messages (packet id, QoS), in the order
-    they arrived (MQTT requires it). QoS 1 ones, all the pit subscribes with, go in one write:
-    paho sends each PUBACK alone (a write of its own, a wake-up byte on its socket pair, and
-    a TCP segment each with ``TCP_NODELAY``: the broker reads each alone too; issue 31). An
-    MQTT 5 PUBACK of reason Success without properties is these 4 bytes too (MQTT 5
-    §3.4.2.1). A QoS 2 message, or a paho without that packet queue (not 2.x), goes through
-    paho's ``ack``, one at a time."""
-    paho = client._client
-    queue = getattr(paho, "_packet_queue", None)
-    if queue is None or any(qos != 1 for _, qos in acks):
-        for mid, qos in acks:
-            paho.ack(mid, qos)
-        return
-    if acks:
-        packets = b"".join(_PUBACK.pack(_PUBACK_COMMAND, 2, mid) for mid, _ in acks)
-        queue(_PUBACK_COMMAND, packets, 0, 0)
 
 
 class _DatabaseDown(Exception):

@@ -30,7 +30,8 @@ from aiohttp import web
 
 import controller
 from pit import shift as shift_numbers
-from pit.config import PitConfig, read_hex_key, read_secret
+from pit.broker import BrokerError, link, publish_once
+from pit.config import PitConfig, read_hex_key
 from pit.gate import Gate, json_body
 from pit.pagedb import PageDatabase
 from pit.store import Outcome, Store
@@ -333,7 +334,11 @@ class PitWeb:
         )  # fmt: skip
         text = json.dumps(signed, separators=(",", ":"))
         topic = f"{tile[0]['prefix']}cmd/acknowledge_alarm"
-        await publish_command(self.config, topic, text.encode())
+        try:
+            await publish_command(self.config, topic, text.encode())
+        except BrokerError as exc:  # not sent: said to the supervisor, nothing noted
+            log.error("pit_command_failed table=%s kind=acknowledge_alarm: %s", table_id, exc)
+            return web.json_response({"error": f"not sent to the table: {exc}"}, status=502)
         await self.db(lambda s: s.note_command(request_id, table_id, "acknowledge_alarm", by, text))
         log.info("pit_command_sent table=%s kind=acknowledge_alarm by=%s", table_id, by)
         return web.json_response({"ok": True, "request_id": request_id, "topic": topic})
@@ -425,18 +430,9 @@ def _tls(config: PitConfig) -> ssl.SSLContext | None:
 
 
 async def publish_command(config: PitConfig, topic: str, payload: bytes) -> None:
-    """One command, QoS 1, on a short connection of its own (not the ingest's session)."""
-    import aiomqtt
-
-    from controller.mqtt.wire import NODELAY
-
-    b = config.broker
-    password = read_secret(b.password_file) if b.password_file else None
-    async with aiomqtt.Client(
-        b.host, b.port, username=b.username, password=password, socket_options=NODELAY,
-        identifier=f"{b.client_id}-cmd-{uuid.uuid4().hex[:6]}", timeout=10,
-    ) as client:  # fmt: skip
-        await client.publish(topic, payload, qos=1)
+    """One command, QoS 1, on a short connection of its own (not the ingest's session), on the
+    pit's broker settings (TLS and MQTT version included); BrokerError if it was not taken."""
+    await publish_once(link(config, subscriber=False), topic, payload)
 
 
 @contextlib.asynccontextmanager
