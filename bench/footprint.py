@@ -106,19 +106,19 @@ async def steady_memory(
     rng = RngSimulator(PtyPort(tmp / "rng"), seed=1)
     async with shuffler, rng:
         view = Journal.open(tmp / "journal.sqlite3", "PG-BENCH")
-        events_before = view.stats().events
+        events_before = view.history.stats().events
         ready, proc = await asyncio.to_thread(start_to_ready, config, tmp)
         samples: list[int] = []
         try:
             deadline = time.monotonic() + 20
             # Both devices online (two new events) before the first deal.
-            while view.stats().events < events_before + 2 and time.monotonic() < deadline:
+            while view.history.stats().events < events_before + 2 and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
-            settled = view.stats().by_status.get("settled", 0)
+            settled = view.history.stats().by_status.get("settled", 0)
             for n in range(1, rounds + 1):
                 await rng.press()
                 await shuffler.deal()
-                while view.stats().rounds < settled + n:
+                while view.history.stats().rounds < settled + n:
                     await asyncio.sleep(0.01)
                 if n > rounds // 4:  # the steady part: imports done, caches warm
                     samples.append(rss_bytes(proc.pid))
@@ -126,11 +126,11 @@ async def steady_memory(
                     rss = rss_bytes(proc.pid) / MB
                     print(f"  {n}/{rounds} rounds, RSS {rss:.1f} MB", flush=True)
             deadline = time.monotonic() + 10
-            while drain and view.stats().outbox_pending and time.monotonic() < deadline:
+            while drain and view.history.stats().outbox_pending and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)  # the publisher acknowledges the last round's messages
         finally:
             stop(proc)
-        pending = view.stats().outbox_pending
+        pending = view.history.stats().outbox_pending
         view.close()
         return ready, samples, pending
 

@@ -182,7 +182,7 @@ class Daemon:
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
-        recovered = self.journal.recover("restart", on_void=self._restart_messages)
+        recovered = self.journal.rounds.recover("restart", on_void=self._restart_messages)
         for round_id in recovered:
             log.warning("round_voided_on_restart", table_id=self.config.table.id, round_id=round_id)
         if recovered:
@@ -205,8 +205,8 @@ class Daemon:
             log.info(
                 "daemon_stopped",
                 table_id=self.config.table.id,
-                durable_commits=self.journal.durable_commits,
-                relaxed_commits=self.journal.relaxed_commits,
+                durable_commits=self.journal.commits.durable,
+                relaxed_commits=self.journal.commits.relaxed,
             )
 
     def _start_tasks(self, tg: asyncio.TaskGroup, stop: asyncio.Event) -> None:

@@ -92,7 +92,7 @@ class FaultRecord:
     def unfinished(self) -> tuple[datetime, str, list[str]] | None:
         """A fault the journal recorded but never saw end (a kill or a power cut during it):
         when it began, why, the deals seen meanwhile."""
-        found = self.journal.unfinished_fault()
+        found = self.journal.kept.unfinished_fault()
         self.on_file = found is not None
         return found
 

@@ -48,15 +48,15 @@ def load_kept(
     journal: Journal, clock: Callable[[], datetime], describe: Callable[[BaseException], str]
 ) -> KeptState:
     """The kept state, and the alarms the start raises on the record (latched with the rest)."""
-    seats = journal.remembered(SEATS_KEY)
-    dealer = journal.remembered(DEALER_KEY)
+    seats = journal.kept.remembered(SEATS_KEY)
+    dealer = journal.kept.remembered(DEALER_KEY)
     return KeptState(
         table=KeptTableState(
             latched=tuple(latched_at_start(journal, clock, describe)),
             occupied=dict(seats) if isinstance(seats, dict) else {},
             dealer_id=dealer if isinstance(dealer, str) and dealer else None,
         ),
-        protection=journal.remembered(PROTECTION_KEY),
+        protection=journal.kept.remembered(PROTECTION_KEY),
     )
 
 
@@ -81,7 +81,7 @@ def record_house_way(journal: Journal, name: str, digest: str) -> bool:
     and after) when the table starts with another way than it last dealt by. True if it
     changed."""
     now = {"name": name, "digest": digest}
-    before = journal.remembered(HOUSE_WAY_KEY)
+    before = journal.kept.remembered(HOUSE_WAY_KEY)
     if before == now:
         return False
     with journal.transaction() as tx:
@@ -130,7 +130,7 @@ def latched_at_start(
                 "table; run paigow-table audit verify",
             )
         )
-    edited = journal.kept_state_edited()
+    edited = journal.kept.edited()
     if edited:
         # meta is not chained: the table went by the chained record; someone edited meta.
         log.error("kept_state_edited", names=edited)
@@ -151,7 +151,7 @@ def latched_at_start(
 
 def _kept_latched(journal: Journal) -> tuple[list[AlarmPayload], int]:
     """The latched alarms as the chained record holds them, and how many could not be read."""
-    kept = journal.remembered(LATCHED_KEY)
+    kept = journal.kept.remembered(LATCHED_KEY)
     alarms: list[AlarmPayload] = []
     unreadable = 0
     for record in kept if isinstance(kept, list) else ([] if kept is None else [kept]):
@@ -190,7 +190,7 @@ def _chain_since_last_start(journal: Journal, describe: Callable[[BaseException]
     from controller.journal.store import open_read_only
 
     # Chained kept state, never ``meta`` (issue 32, N11′): setting ``meta`` forward skips nothing.
-    kept = journal.chained_state(CHAIN_VERIFIED_KEY)
+    kept = journal.kept.chained(CHAIN_VERIFIED_KEY)
     start = (0, "")
     with contextlib.suppress(TypeError, ValueError):
         if isinstance(kept, list) and len(kept) == 2:

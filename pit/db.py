@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from pit import judge
@@ -71,27 +71,6 @@ class Limits:
     checkpoint_grace: float = 0.0
     #: rejects, their counts and acknowledged record alarms are kept this many days
     retention_days: float = 30.0
-
-
-#: The columns of :class:`TableRow`, in its order.
-_ROW_COLUMNS = (
-    "first_seq, high_seq, status_seq, chain_event_id, chain_made_at, chain_hash, "
-    "last_round_msg_seq, round_high"
-)
-
-
-class TableRow(NamedTuple):
-    """Where a table's copy stands, as one message finds it (a named tuple: ``_replace`` a
-    few times a message is a third of ``dataclasses.replace``'s cost)."""
-
-    first_seq: int | None
-    high_seq: int | None
-    status_seq: int | None
-    chain_event_id: int | None
-    chain_made_at: str | None
-    chain_hash: str | None
-    last_round_msg_seq: int | None
-    round_high: int | None
 
 
 def database_down(exc: BaseException) -> bool:

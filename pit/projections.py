@@ -18,10 +18,10 @@ from controller.messages import (
     RoundPayload,
     StatusPayload,
 )
-from pit.db import _ROW_COLUMNS, Incoming, Outcome, TableRow
+from pit.db import Incoming, Outcome
 from pit.judge import Message
 from pit.record import RecordChecks
-from pit.writes import ALARMS, MISSING, PLAYERS, ROUNDS
+from pit.writes import ALARMS, MISSING, PLAYERS, ROUNDS, ROW_COLUMNS, TableRow
 
 #: Missing seqs reported one by one up to this many per jump (a larger jump is one finding).
 MAX_MISSING = 10_000
@@ -75,7 +75,7 @@ class Projections(RecordChecks):
         if not names:
             return
         lock = " FOR UPDATE" if self.kind == "postgresql" else ""
-        rows = self._any(f"SELECT table_id, {_ROW_COLUMNS} FROM tables", "table_id", names,
+        rows = self._any(f"SELECT table_id, {ROW_COLUMNS} FROM tables", "table_id", names,
                          f" ORDER BY table_id{lock}")  # fmt: skip
         state = self._state
         for table_id, *values in rows:
@@ -185,7 +185,7 @@ class Projections(RecordChecks):
             return cached
         self._ensure_table(table_id, prefix, now)
         lock = " FOR UPDATE" if self.kind == "postgresql" else ""
-        row = self.one(f"SELECT {_ROW_COLUMNS} FROM tables WHERE table_id = ?{lock}", (table_id,))
+        row = self.one(f"SELECT {ROW_COLUMNS} FROM tables WHERE table_id = ?{lock}", (table_id,))
         assert row is not None
         state.rows[table_id] = state.rows_read[table_id] = TableRow(*row)
         return state.rows[table_id]

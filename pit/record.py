@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from controller.feed_signature import checkpoint_hmac_bytes, checkpoint_link
 from controller.messages import CheckpointPayload
 from pit.admission import UNREGISTERED, Dropped
-from pit.db import Database, Incoming, Outcome, TableRow
+from pit.db import Database, Incoming, Outcome
 from pit.judge import REJECT_BODY, REJECT_REASON, REJECT_TOPIC, Refused, escaped
-from pit.writes import CHECKPOINTS, WAITS
+from pit.writes import CHECKPOINTS, WAITS, TableRow
 
 #: The record alarm of each way a checkpoint does not follow the last one held
 #: (``controller.feed_signature.BrokenLink``).

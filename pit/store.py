@@ -37,7 +37,6 @@ from pit.db import (
     Limits,
     Outcome,
     Shifts,
-    TableRow,
     database_down,
     database_kind,
     migrate,
@@ -48,7 +47,7 @@ from pit.judge import PAYLOADS, Message, Refused, escaped
 from pit.keys import FeedKeys
 from pit.pages import STATUS_GAP_GRACE, PageQueries
 from pit.projections import THEORETICAL, Projections, round_summary
-from pit.writes import MESSAGES, BatchState
+from pit.writes import MESSAGES, BatchState, TableRow
 
 #: A message as the batch found it: the table its topic names, the rest of the topic, and the
 #: judged message, why it was refused, or None (a command or a reply: not the feed).

@@ -13,11 +13,30 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from pit.db import TableRow
+from typing import Any, NamedTuple
 
 TEXT, BIGINT, INTEGER, FLOAT = "text", "bigint", "integer", "double precision"
+
+
+#: The columns of :class:`TableRow`, in its order.
+ROW_COLUMNS = (
+    "first_seq, high_seq, status_seq, chain_event_id, chain_made_at, chain_hash, "
+    "last_round_msg_seq, round_high"
+)
+
+
+class TableRow(NamedTuple):
+    """Where a table's copy stands, as one message finds it (a named tuple: ``_replace`` a
+    few times a message is a third of ``dataclasses.replace``'s cost)."""
+
+    first_seq: int | None
+    high_seq: int | None
+    status_seq: int | None
+    chain_event_id: int | None
+    chain_made_at: str | None
+    chain_hash: str | None
+    last_round_msg_seq: int | None
+    round_high: int | None
 
 
 @dataclass(frozen=True, slots=True)

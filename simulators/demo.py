@@ -222,7 +222,7 @@ class DemoMqtt:
 
         async def wait() -> bool:
             return self.feed is not None and await self.feed.caught_up(
-                journal.message_seq(), timeout=10
+                journal.outbox.message_seq(), timeout=10
             )
 
         return wait
@@ -238,10 +238,10 @@ class DemoMqtt:
                 loop = asyncio.get_running_loop()
                 deadline = loop.time() + drain_timeout
                 # The publisher deletes a row on its PUBACK; it signals nothing else to wait on.
-                while journal.outbox_pending() and loop.time() < deadline:
+                while journal.outbox.count() and loop.time() < deadline:
                     await asyncio.sleep(0.1)
-                if not journal.outbox_pending():
-                    seq = journal.message_seq()
+                if not journal.outbox.count():
+                    seq = journal.outbox.message_seq()
                     if self.feed is not None and not await self.feed.caught_up(seq, timeout=5):
                         print("  (the feed printer missed messages)", file=self.out, flush=True)
                 stop.set()
@@ -429,8 +429,8 @@ async def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
                     )
                 dealer.display = next((s for s in services if isinstance(s, DisplayService)), None)
                 await daemon.run(stop, handle_signals=True)
-                stats = journal.stats()
-                undelivered = journal.outbox_pending() if mqtt else 0
+                stats = journal.history.stats()
+                undelivered = journal.outbox.count() if mqtt else 0
         print(
             f"{dealer.closed} rounds closed; journal: {stats.rounds} rounds "
             f"({journal_summary(stats.by_status)})",

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import sqlite3
 import time
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +24,7 @@ from typing import Any
 from controller.daemon import Daemon
 from controller.devices import build_devices
 from controller.journal import Journal
+from controller.journal.store import open_read_only
 from controller.messages import RoundPayload
 from controller.ports import Service
 from controller.table import DeviceChanged, Effect, RoundClosed
@@ -87,7 +91,14 @@ async def running_table(
     rng = RngSimulator(PtyPort(workdir / "rng"), seed=seed)
     async with shuffler, rng:
         devices, _sinks = build_devices(config)
-        with Journal.open(journal_path, config.table.id) as journal:
+        opened: list[sqlite3.Connection] = []
+
+        def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+            opened.append(sqlite3.connect(*args, **kwargs))
+            return opened[-1]
+
+        with Journal.open(journal_path, config.table.id, connect=connect) as journal:
+            _CONNECTIONS[journal] = opened[0]
             daemon = build_daemon(config, journal, devices, services)
             table = RunningTable(daemon, journal, shuffler, rng, workdir)
             online: set[str] = set()
@@ -118,10 +129,15 @@ async def running_table(
 NO_LIMIT = 1_073_741_823  # SQLite's largest max_page_count
 
 
+#: The connection each running table's journal opened (``Journal``'s ``connect``), kept for
+#: the tests that fill its disk: SQLite's page limit is a setting of one connection.
+_CONNECTIONS: weakref.WeakKeyDictionary[Journal, sqlite3.Connection] = weakref.WeakKeyDictionary()
+
+
 def limit_pages(journal: Journal, pages: int | None) -> None:
-    """Make the journal's file "full" at its current size (None: lift the limit again). The
-    daemon's own connection: the limit is per connection (the daemon's test seam is the file)."""
-    conn = journal._connection
+    """Make the journal's file "full" at its current size (None: lift the limit again), on
+    the daemon's own connection (the limit is per connection) of a ``running_table``."""
+    conn = _CONNECTIONS[journal]
     if pages is None:
         conn.execute(f"PRAGMA max_page_count = {NO_LIMIT}")
     else:
@@ -129,7 +145,15 @@ def limit_pages(journal: Journal, pages: int | None) -> None:
 
 
 def page_count(journal: Journal) -> int:
-    return int(journal._connection.execute("PRAGMA page_count").fetchone()[0])
+    return int(_CONNECTIONS[journal].execute("PRAGMA page_count").fetchone()[0])
+
+
+def journal_events(journal: Journal) -> list[tuple[str, dict[str, Any]]]:
+    """Every event in the journal's file, oldest first, as (kind, payload): what was committed,
+    read as another reader of the file (the audit, a backup) reads it."""
+    with contextlib.closing(open_read_only(journal.path)) as conn:
+        rows = conn.execute("SELECT kind, payload FROM events ORDER BY id").fetchall()
+    return [(str(kind), json.loads(payload)) for kind, payload in rows]
 
 
 async def deal_until_fault(t: RunningTable, deals: list[str], most: int = 12) -> None:

@@ -281,8 +281,6 @@ OVER_BUDGET = {
     "controller/game/hands.py::_by_groups": "a hot path of the evaluator, kept whole for speed",
     "controller/game/way/language.py::_condition": "the way language's condition grammar",
     "controller/game/way/language.py::_rule": "the way language's rule grammar",
-    "controller/journal/store.py::Journal": "the journal's one write API; its split by role is "
-    "the next step (issue 33)",
     "controller/mqtt/publisher.py::MqttService": "the session, the drain and the commands",
     "controller/protection/watch.py::Watch.observe": "every test fed one round, in order",
     "simulators/demo.py::_run_demo": "the demo's script, step by step",

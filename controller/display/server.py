@@ -415,7 +415,7 @@ async def api_rounds(request: web.Request) -> web.StreamResponse:
     limit = _int_arg(request, "limit", 50, 1, 500)
     offset = _int_arg(request, "offset", 0, 0, history.MAX_SCAN)
     query = request.query.get("q", "")[:128]
-    records = await asyncio.to_thread(history.search, ctx.journal, query, limit, offset)
+    records = await asyncio.to_thread(history.search, ctx.journal.history, query, limit, offset)
     return web.json_response(
         {"query": query, "offset": offset, "rounds": [_summary(r) for r in records[:limit]]}
     )
@@ -424,7 +424,7 @@ async def api_rounds(request: web.Request) -> web.StreamResponse:
 async def api_round(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
     round_id = request.match_info["round_id"]
-    record = await asyncio.to_thread(ctx.journal.get_round, round_id)
+    record = await asyncio.to_thread(ctx.journal.history.get_round, round_id)
     if record is None or record.table_id != ctx.journal.table_id:
         return _error(404, f"no round {round_id}")
     return web.json_response(_record_json(record, events=True))
@@ -433,27 +433,29 @@ async def api_round(request: web.Request) -> web.StreamResponse:
 async def api_rounds_per_hour(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
     hours = _int_arg(request, "hours", 24, 1, 24 * 14)
-    data = await asyncio.to_thread(history.rounds_per_hour, ctx.journal, hours, ctx.host.clock())
+    data = await asyncio.to_thread(
+        history.rounds_per_hour, ctx.journal.history, hours, ctx.host.clock()
+    )
     return web.json_response({"hours": data})
 
 
 async def api_two_jacks(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
     rounds = _int_arg(request, "rounds", 1000, 1, history.MAX_SCAN)
-    results = await asyncio.to_thread(history.results_oldest_first, ctx.journal, rounds)
+    results = await asyncio.to_thread(history.results_oldest_first, ctx.journal.history, rounds)
     return web.json_response(two_jacks(results))
 
 
 async def api_side_wagers(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
     rounds = _int_arg(request, "rounds", 1000, 1, history.MAX_SCAN)
-    results = await asyncio.to_thread(history.results_oldest_first, ctx.journal, rounds)
+    results = await asyncio.to_thread(history.results_oldest_first, ctx.journal.history, rounds)
     return web.json_response(side_wagers(results))
 
 
 async def api_overview(request: web.Request) -> web.StreamResponse:
     ctx = _ctx(request)
-    stats = await asyncio.to_thread(ctx.journal.stats)
+    stats = await asyncio.to_thread(ctx.journal.history.stats)
     return web.json_response(
         {
             "journal": {
@@ -905,7 +907,7 @@ async def last_closed_round(
     next one)."""
     last = None
     for _ in range(tries):
-        last = await asyncio.to_thread(history.last_round, host.journal)
+        last = await asyncio.to_thread(history.last_round, host.journal.history)
         current = host.table.round
         if current is None or not current.closed:
             return last

@@ -452,7 +452,7 @@ def archive_rounds(
     files: list[Path] = []
     rounds = events = 0
     while True:
-        records, loose = journal.archive_candidates(cutoff, batch)
+        records, loose = journal.upkeep.archive_candidates(cutoff, batch)
         if not records and not loose:
             break
         stamp = journal.new_round_id().rsplit("-", 1)[-1]
@@ -491,7 +491,8 @@ def archive_rounds(
         events += sum(len(r.events) for r in records) + len(loose)
         if len(records) < batch and len(loose) < batch * 10:
             break
-    return ArchiveReport(tuple(files), rounds, events, journal.pending_old_rounds(cutoff), cutoff)
+    kept = journal.upkeep.pending_old_rounds(cutoff)
+    return ArchiveReport(tuple(files), rounds, events, kept, cutoff)
 
 
 def export_rounds(

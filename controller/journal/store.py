@@ -1,7 +1,9 @@
 """The table's journal: SQLite in WAL mode, the source of truth (docs/architecture.md "Principles").
 
 Every inbound event, every round and every message to publish is committed here before anything
-is displayed or sent. One :class:`Journal` holds one connection. Every public method is
+is displayed or sent. One :class:`Journal` holds one connection (a :class:`JournalFile`) and
+its parts by role, each a class over that connection: ``journal.rounds``, ``journal.outbox``,
+``journal.history``, ``journal.kept`` and ``journal.upkeep``. Every public method is
 synchronous and runs one short transaction (``BEGIN IMMEDIATE`` … ``COMMIT``; with
 ``synchronous=FULL`` the commit is on disk when the method returns), so the daemon may call it
 directly from the event loop or through ``asyncio.to_thread``; a lock serialises callers from
@@ -91,7 +93,7 @@ class OutboxMessage:
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
     """A message waiting in the outbox. ``replay`` is set once it was pending when a connection
-    was (re)established, i.e. it is delivered late (:meth:`Journal.mark_replay`)."""
+    was (re)established, i.e. it is delivered late (:meth:`JournalOutbox.mark_replay`)."""
 
     msg_id: str
     seq: int
@@ -133,7 +135,7 @@ class RoundRecord:
 
 @dataclass(frozen=True, slots=True)
 class VoidedRound:
-    """A round :meth:`Journal.recover` voided; given to its message callback."""
+    """A round :meth:`JournalRounds.recover` voided; given to its message callback."""
 
     round_id: str
     table_id: str
@@ -282,16 +284,18 @@ def _event_payload(payload: Mapping[str, Any] | BaseModel) -> str:
     return to_json(dict(payload))
 
 
-# --- the journal -----------------------------------------------------------------------------
+# --- the writes ------------------------------------------------------------------------------
 
 
 class Transaction:
-    """The operations of one open transaction (from :meth:`Journal.transaction`)."""
+    """The operations of one open transaction (from :meth:`Journal.transaction`): the journal's
+    writes — events linked into the hash chain, rounds opened and closed (sealed), messages
+    queued, kept state, archived rows removed."""
 
-    def __init__(self, journal: Journal, conn: sqlite3.Connection) -> None:
-        self._journal = journal
-        self._conn = conn
-        self._time = journal.clock()
+    def __init__(self, file: JournalFile) -> None:
+        self._file = file
+        self._conn = file.connection
+        self._time = file.clock()
         self._now = iso(self._time)
 
     @property
@@ -300,7 +304,7 @@ class Transaction:
         return self._now
 
     def _counter(self, name: str) -> int:
-        key = f"{name}/{self._journal.table_id}"
+        key = f"{name}/{self._file.table_id}"
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         value = (int(row[0]) if row else 0) + 1
         self._conn.execute(
@@ -315,7 +319,7 @@ class Transaction:
         state (:data:`KEPT_STATE`) is also recorded in the chain, as a ``state_kept`` event, when
         it changes: ``meta`` is not chained, so that record is what the table trusts at start
         and what ``audit verify`` compares ``meta`` with (docs/audit.md)."""
-        key = f"{name}/{self._journal.table_id}"
+        key = f"{name}/{self._file.table_id}"
         text = to_json(value)
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         if row is not None and row[0] == text:
@@ -342,9 +346,9 @@ class Transaction:
         except sqlite3.IntegrityError:
             raise JournalError(f"no round {round_id} in the journal") from None
         assert cur.lastrowid is not None
-        link = chain_link(self._journal._chain_head, cur.lastrowid, round_id, self._now, kind, text)
+        link = chain_link(self._file.chain_head, cur.lastrowid, round_id, self._now, kind, text)
         self._conn.execute("UPDATE events SET chain = ? WHERE id = ?", (link, cur.lastrowid))
-        self._journal._chain_head = link
+        self._file.chain_head = link
         return cur.lastrowid
 
     def _seal(self, round_id: str) -> None:
@@ -356,7 +360,7 @@ class Transaction:
         self.record_event("round_sealed", seal_of(round_id, row[0], row[1], row[2]), round_id)
 
     def open_round(self, round_id: str, seq: int | None = None) -> int:
-        open_id = self._journal._open_round_id(self._conn)
+        open_id = _open_round_id(self._conn, self._file.table_id)
         if open_id is not None:
             raise JournalError(f"round {open_id} is still open; close or void it first")
         expected = seq
@@ -369,7 +373,7 @@ class Transaction:
             self._conn.execute(
                 "INSERT INTO rounds (round_id, table_id, seq, opened_at, status) "
                 "VALUES (?, ?, ?, ?, 'open')",
-                (round_id, self._journal.table_id, seq, self._now),
+                (round_id, self._file.table_id, seq, self._now),
             )
         except sqlite3.IntegrityError:
             raise JournalError(f"round id {round_id} is already in the journal") from None
@@ -388,10 +392,10 @@ class Transaction:
             raise JournalError(f"a round closes as settled, dead, misdeal or void, not {closed}")
         row = self._conn.execute(
             "SELECT status FROM rounds WHERE round_id = ? AND table_id = ?",
-            (round_id, self._journal.table_id),
+            (round_id, self._file.table_id),
         ).fetchone()
         if row is None:
-            raise JournalError(f"no round {round_id} at table {self._journal.table_id}")
+            raise JournalError(f"no round {round_id} at table {self._file.table_id}")
         if row[0] != RoundStatus.OPEN:
             raise JournalError(f"round {round_id} is already closed ({row[0]})")
         self._conn.execute(
@@ -421,10 +425,10 @@ class Transaction:
         result is kept as an event of the round, so the audit trail shows both."""
         row = self._conn.execute(
             "SELECT status, result FROM rounds WHERE round_id = ? AND table_id = ?",
-            (round_id, self._journal.table_id),
+            (round_id, self._file.table_id),
         ).fetchone()
         if row is None:
-            raise JournalError(f"no round {round_id} at table {self._journal.table_id}")
+            raise JournalError(f"no round {round_id} at table {self._file.table_id}")
         if row[0] != RoundStatus.SETTLED:
             raise JournalError(f"round {round_id} is {row[0]}, not settled: close it instead")
         if row[1] is not None:
@@ -509,7 +513,7 @@ class Transaction:
                 "SELECT status, seq, opened_at, "
                 "(SELECT count(*) FROM outbox o WHERE o.round_id = r.round_id) "
                 "FROM rounds r WHERE round_id = ? AND table_id = ?",
-                (round_id, self._journal.table_id),
+                (round_id, self._file.table_id),
             ).fetchone()
             if row is None or row[0] == RoundStatus.OPEN or row[3]:
                 raise JournalError(f"round {round_id} cannot be removed: open or with messages")
@@ -522,7 +526,7 @@ class Transaction:
             int(seq)
             for (seq,) in conn.execute(
                 "SELECT seq FROM rounds WHERE table_id = ? ORDER BY seq LIMIT ?",
-                (self._journal.table_id, len(seqs)),
+                (self._file.table_id, len(seqs)),
             )
         ]
         if seqs != oldest:
@@ -542,9 +546,9 @@ class Transaction:
         round_id: str | None = None,
     ) -> OutboxRow:
         stamp = MessageStamp(
-            msg_id=f"{self._journal.table_id}-{self._journal._ulid()}",
+            msg_id=self._file.new_id(),
             seq=self._counter("msg_seq"),
-            table_id=self._journal.table_id,
+            table_id=self._file.table_id,
             at=self._now,
             time=self._time.astimezone(UTC),
         )
@@ -579,63 +583,90 @@ class Transaction:
         )
 
 
-class Journal:
-    """The journal of one table in the SQLite file at ``path`` (``":memory:"`` for tests).
+# --- the file and what the parts share -------------------------------------------------------
 
-    ``clock`` gives every timestamp (timezone-aware; stored as UTC ISO 8601). Opening creates or
-    migrates the schema; a file written by a newer schema is refused.
-    """
+
+def _open_round_id(conn: sqlite3.Connection, table_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT round_id FROM rounds WHERE table_id = ? AND status = 'open'", (table_id,)
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+_ROUND_COLUMNS = "round_id, table_id, seq, opened_at, closed_at, status, reason, result"
+
+
+def _round_record(row: Sequence[Any], events: tuple[EventRecord, ...] = ()) -> RoundRecord:
+    return RoundRecord(
+        round_id=row[0],
+        table_id=row[1],
+        seq=row[2],
+        opened_at=row[3],
+        closed_at=row[4],
+        status=RoundStatus(row[5]),
+        reason=row[6],
+        result=None if row[7] is None else json.loads(row[7]),
+        events=events,
+    )
+
+
+#: How the journal opens its connection: ``sqlite3.connect`` or one with its arguments.
+Connect = Callable[..., sqlite3.Connection]
+
+
+@dataclass(slots=True)
+class Commits:
+    """The journal's commits by kind (docs/performance.md: the syncs a round costs)."""
+
+    durable: int = 0
+    relaxed: int = 0
+    switches: int = 0  # changes of ``synchronous`` between a relaxed and a durable commit
+
+
+class JournalFile:
+    """The journal's one connection and what its parts share over it: the table, the clock, the
+    lock that serialises callers from different threads, the id source, the commits, the hash
+    chain's head and :meth:`transaction`. Opening creates or migrates the schema; a file
+    written by a newer schema is refused."""
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str,
         table_id: str,
-        *,
-        clock: Clock = utc_now,
-        synchronous: Synchronous = "FULL",
+        clock: Clock,
+        synchronous: Synchronous,
+        connect: Connect,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
-        self.path = os.fspath(path)
+        self.path = path
         self.table_id = table_id
         self.clock = clock
+        self.lock = threading.RLock()
+        self.commits = Commits()
+        #: The newest event's link, which the next event's is made from (``record_event``);
+        #: a transaction that rolls back puts it back.
+        self.chain_head = ""
         self._ulid = _UlidSource(clock)
-        self._lock = threading.RLock()
         self._in_transaction = False
         self._synchronous: Synchronous = synchronous
         self._relaxed = False
-        # Commits by kind (docs/performance.md: the syncs a round costs).
-        self.durable_commits = 0
-        self.relaxed_commits = 0
-        self.relaxed_switches = 0
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE) below.
-        self._conn: sqlite3.Connection | None = sqlite3.connect(
+        self._conn: sqlite3.Connection | None = connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=10.0
         )
-        self._chain_head = ""
         try:
             self._setup(synchronous)
-            self._chain_head = self._read_chain_head()
+            self.chain_head = self._read_chain_head()
         except BaseException:
             self._conn.close()
             self._conn = None
             raise
 
-    @classmethod
-    def open(
-        cls,
-        path: str | os.PathLike[str],
-        table_id: str,
-        *,
-        clock: Clock = utc_now,
-        synchronous: Synchronous = "FULL",
-    ) -> Self:
-        return cls(path, table_id, clock=clock, synchronous=synchronous)
-
     def _setup(self, synchronous: Synchronous) -> None:
-        conn = self._connection
+        conn = self.connection
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode != "wal" and self.path != ":memory:":
             raise JournalError(f"cannot put {self.path} in WAL mode (got {mode})")
@@ -658,7 +689,7 @@ class Journal:
                 )
 
     def _read_chain_head(self) -> str:
-        row = self._connection.execute(
+        row = self.connection.execute(
             "SELECT chain FROM events WHERE chain IS NOT NULL ORDER BY id DESC LIMIT 1"
         ).fetchone()
         return "" if row is None else str(row[0])
@@ -674,84 +705,76 @@ class Journal:
         return int(row[0]) if row else 0
 
     @property
-    def _connection(self) -> sqlite3.Connection:
+    def connection(self) -> sqlite3.Connection:
+        """The open connection (the parts' queries run on it, under :attr:`lock`)."""
         if self._conn is None:
             raise JournalError("the journal is closed")
         return self._conn
 
+    def new_id(self) -> str:
+        """An id unique across restarts and tables: ``"<table_id>-<ULID>"``, time-ordered."""
+        return f"{self.table_id}-{self._ulid()}"
+
     def close(self) -> None:
-        """Close the connection (idempotent); the WAL is checkpointed into the main file."""
-        with self._lock:
+        with self.lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # --- transactions --------------------------------------------------------------------
-
     @contextmanager
     def transaction(self, *, durable: bool = True) -> Iterator[Transaction]:
-        """One ``BEGIN IMMEDIATE`` … ``COMMIT``: everything done through the yielded
-        :class:`Transaction` is committed together, or, if the block raises, not at all.
-
-        ``durable=False`` commits without waiting for the disk (``synchronous = NORMAL`` for this
-        transaction): a crash of the program loses nothing, a power cut may lose it — and every
-        other such commit since the last durable one, which makes them all durable (the WAL is
-        synced as a whole). For what a restart would void anyway: the packets of an open round,
-        a message's acknowledgement (resent, same msg_id)."""
-        with self._lock:
+        """:meth:`Journal.transaction`."""
+        with self.lock:
             if self._in_transaction:
                 raise JournalError("transactions do not nest")
-            conn = self._connection
+            conn = self.connection
             relaxed = not durable and self._synchronous == "FULL"
             if relaxed != self._relaxed:
                 conn.execute(f"PRAGMA synchronous = {'NORMAL' if relaxed else self._synchronous}")
                 self._relaxed = relaxed
-                self.relaxed_switches += 1
+                self.commits.switches += 1
             if relaxed:
-                self.relaxed_commits += 1
+                self.commits.relaxed += 1
             else:
-                self.durable_commits += 1
-            head = self._chain_head
+                self.commits.durable += 1
+            head = self.chain_head
             conn.execute("BEGIN IMMEDIATE")
             self._in_transaction = True
             try:
-                yield Transaction(self, conn)
+                yield Transaction(self)
                 conn.execute("COMMIT")
             except BaseException:
-                self._chain_head = head  # nothing of the transaction was kept
+                self.chain_head = head  # nothing of the transaction was kept
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
             finally:
                 self._in_transaction = False
 
-    # --- rounds and events ---------------------------------------------------------------
 
-    def new_round_id(self) -> str:
-        """A round id unique across restarts and tables: ``"<table_id>-<ULID>"``, time-ordered."""
-        return f"{self.table_id}-{self._ulid()}"
+# --- the journal's parts, by role ------------------------------------------------------------
 
-    def chain_position(self) -> tuple[int, str] | None:
-        """The newest chained event: its row id and chain hash (a checkpoint's content)."""
-        with self._lock:
-            row = self._connection.execute(
-                "SELECT id, chain FROM events WHERE chain IS NOT NULL ORDER BY id DESC LIMIT 1"
-            ).fetchone()
-        return (int(row[0]), str(row[1])) if row else None
 
-    def next_round_seq(self) -> int:
+class JournalRounds:
+    """The rounds as the table starts from them: the one still open, the next round's number,
+    and voiding what a crash left open (``journal.rounds``)."""
+
+    def __init__(self, file: JournalFile) -> None:
+        self._file = file
+
+    def next_seq(self) -> int:
         """The number the next round of this table will get (to seed the state machine)."""
-        with self._lock:
-            row = self._connection.execute(
-                "SELECT value FROM meta WHERE key = ?", (f"round_seq/{self.table_id}",)
+        file = self._file
+        with file.lock:
+            row = file.connection.execute(
+                "SELECT value FROM meta WHERE key = ?", (f"round_seq/{file.table_id}",)
             ).fetchone()
         return (int(row[0]) if row else 0) + 1
+
+    def open_id(self) -> str | None:
+        """The id of this table's open round, if any."""
+        with self._file.lock:
+            return _open_round_id(self._file.connection, self._file.table_id)
 
     def recover(
         self,
@@ -763,41 +786,40 @@ class Journal:
         ``on_void`` returns the messages announcing each voided round; they are queued in the
         same transaction. Returns the voided round ids, oldest first.
         """
-        with self.transaction() as tx:
-            rows = self._connection.execute(
+        file = self._file
+        with file.transaction() as tx:
+            rows = file.connection.execute(
                 "SELECT round_id, seq, opened_at FROM rounds "
                 "WHERE table_id = ? AND status = 'open' ORDER BY seq",
-                (self.table_id,),
+                (file.table_id,),
             ).fetchall()
             for round_id, seq, opened_at in rows:
                 messages: Sequence[OutboxMessage] = ()
                 if on_void is not None:
                     messages = on_void(
-                        VoidedRound(round_id, self.table_id, seq, opened_at, tx.now, reason)
+                        VoidedRound(round_id, file.table_id, seq, opened_at, tx.now, reason)
                     )
                 tx.close_round(round_id, RoundStatus.VOID, reason, None, messages)
             return [row[0] for row in rows]
 
-    def _open_round_id(self, conn: sqlite3.Connection) -> str | None:
-        row = conn.execute(
-            "SELECT round_id FROM rounds WHERE table_id = ? AND status = 'open'", (self.table_id,)
-        ).fetchone()
-        return None if row is None else str(row[0])
 
-    def open_round_id(self) -> str | None:
-        """The id of this table's open round, if any."""
-        with self._lock:
-            return self._open_round_id(self._connection)
+class JournalOutbox:
+    """The messages waiting for the broker, as the MQTT publisher drains them
+    (``journal.outbox``): each in its own short transaction. ``sent_kept`` acknowledged ones
+    are kept for a consumer's ``resend``."""
 
-    # --- outbox --------------------------------------------------------------------------
+    def __init__(self, file: JournalFile, sent_kept: int) -> None:
+        self._file = file
+        self._sent_kept = sent_kept
 
     def pending(self, limit: int = 100) -> list[OutboxRow]:
         """Unacknowledged messages of this table, oldest (lowest seq) first."""
-        with self._lock:
-            rows = self._connection.execute(
+        file = self._file
+        with file.lock:
+            rows = file.connection.execute(
                 "SELECT msg_id, seq, table_id, topic, payload, qos, retain, created_at, attempts, "
                 "replay, round_id FROM outbox WHERE table_id = ? ORDER BY seq LIMIT ?",
-                (self.table_id, limit),
+                (file.table_id, limit),
             ).fetchall()
         return [
             OutboxRow(
@@ -806,68 +828,217 @@ class Journal:
             for r in rows
         ]
 
-    def ack(self, msg_id: str) -> bool:
-        """The broker has the message: delete it. False if it was not pending."""
-        with self.transaction():
-            cur = self._connection.execute("DELETE FROM outbox WHERE msg_id = ?", (msg_id,))
-            return cur.rowcount > 0
-
-    def archive_candidates(
-        self, before: str, limit: int
-    ) -> tuple[list[RoundRecord], list[EventRecord]]:
-        """This table's oldest rounds (a prefix, by round number) that are closed, opened before
-        ``before`` (ISO time) and whose messages have all been sent, with their events — up to
-        the first that is not, and at most ``limit``; and loose events (of no round) older than
-        ``before``, at most ``10 × limit``, never an ``archived`` event nor the last
-        ``state_kept`` record of a name (what a start trusts)."""
-        with self._lock:
-            conn = self._connection
-            rows = conn.execute(
-                f"SELECT {self._ROUND_COLUMNS}, status = 'open' OR opened_at >= ? "
-                "OR EXISTS (SELECT 1 FROM outbox o WHERE o.round_id = r.round_id) "
-                "FROM rounds r WHERE table_id = ? ORDER BY seq LIMIT ?",
-                (before, self.table_id, limit),
-            ).fetchall()
-            prefix = list(itertools.takewhile(lambda row: not row[-1], rows))
-            events: dict[str, list[EventRecord]] = {}
-            for row in prefix:
-                events[row[0]] = [
-                    EventRecord(e[0], e[1], e[2], e[3], json.loads(e[4]))
-                    for e in conn.execute(
-                        "SELECT id, round_id, at, kind, payload FROM events WHERE round_id = ? "
-                        "ORDER BY id",
-                        (row[0],),
-                    )
-                ]
-            loose = [
-                EventRecord(e[0], e[1], e[2], e[3], json.loads(e[4]))
-                for e in conn.execute(
-                    "SELECT id, round_id, at, kind, payload FROM events "
-                    "WHERE round_id IS NULL AND at < ? AND kind != 'archived' "
-                    "AND id NOT IN (SELECT max(id) FROM events WHERE kind = 'state_kept' "
-                    "GROUP BY json_extract(payload, '$.name')) "
-                    "ORDER BY id LIMIT ?",
-                    (before, 10 * limit),
-                )
-            ]
-        return [self._round(r[:-1], tuple(events[r[0]])) for r in prefix], loose
-
-    def pending_old_rounds(self, before: str) -> int:
-        """Closed rounds opened before ``before`` kept because their messages still wait."""
-        with self._lock:
-            row = self._connection.execute(
-                "SELECT count(*) FROM rounds r WHERE table_id = ? AND status != 'open' "
-                "AND opened_at < ? "
-                "AND EXISTS (SELECT 1 FROM outbox o WHERE o.round_id = r.round_id)",
-                (self.table_id, before),
+    def count(self) -> int:
+        """How many messages wait for the broker (the outbox is small: rows leave when sent)."""
+        file = self._file
+        with file.lock:
+            row = file.connection.execute(
+                "SELECT count(*) FROM outbox WHERE table_id = ?", (file.table_id,)
             ).fetchone()
         return int(row[0])
+
+    def message_seq(self) -> int:
+        """The last message sequence number this table assigned (0 before the first), cheaply:
+        one row of ``meta``, not the counts of :meth:`JournalHistory.stats`."""
+        file = self._file
+        with file.lock:
+            row = file.connection.execute(
+                "SELECT value FROM meta WHERE key = ?", (f"msg_seq/{file.table_id}",)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def ack(self, msg_id: str) -> bool:
+        """The broker has the message: delete it. False if it was not pending."""
+        with self._file.transaction():
+            cur = self._file.connection.execute("DELETE FROM outbox WHERE msg_id = ?", (msg_id,))
+            return cur.rowcount > 0
+
+    def ack_many(self, msg_ids: Sequence[str]) -> int:
+        """The broker has all of these: delete them in one transaction (one disk sync for a
+        whole window of acknowledged messages). Returns how many were pending."""
+        if not msg_ids:
+            return 0
+        # Not durable: an acknowledgement lost in a power cut only resends the message, with
+        # the same msg_id (consumers drop it), and the next durable commit makes it durable.
+        with self._file.transaction(durable=False):
+            conn, ids = self._file.connection, [(m,) for m in msg_ids]
+            # Kept for a ``resend`` (docs/mqtt.md §3): the newest SENT_KEPT of them.
+            conn.executemany(
+                "INSERT OR REPLACE INTO sent (table_id, seq, msg_id, topic, payload, qos, retain, "
+                "created_at) SELECT table_id, seq, msg_id, topic, payload, qos, retain, created_at "
+                "FROM outbox WHERE msg_id = ?",
+                ids,
+            )
+            cur = conn.executemany("DELETE FROM outbox WHERE msg_id = ?", ids)
+            acked = cur.rowcount
+            conn.execute(
+                "DELETE FROM sent WHERE table_id = ?1 AND seq <= "
+                "(SELECT max(seq) FROM sent WHERE table_id = ?1) - ?2",
+                (self._file.table_id, self._sent_kept),
+            )
+            return acked
+
+    def requeue(self, first: int, last: int) -> tuple[int, int | None]:
+        """A consumer lost seqs ``first``..``last`` downstream of the broker (``resend``): the
+        kept copies of those already acknowledged go back into the outbox, marked replayed (the
+        same msg_id and envelope, so a consumer that has one drops it). Returns how many were
+        queued, and the oldest seq still kept (None when none is)."""
+        file = self._file
+        with file.transaction(durable=False):
+            conn = file.connection
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO outbox (msg_id, table_id, seq, topic, payload, qos, retain, "
+                "created_at, replay) SELECT msg_id, table_id, seq, topic, payload, qos, retain, "
+                "created_at, 1 FROM sent WHERE table_id = ? AND seq BETWEEN ? AND ?",
+                (file.table_id, first, last),
+            )
+            queued = cur.rowcount
+            row = conn.execute(
+                "SELECT min(seq) FROM sent WHERE table_id = ?", (file.table_id,)
+            ).fetchone()
+        return queued, (None if row is None or row[0] is None else int(row[0]))
+
+    def mark_attempts(self, msg_ids: Sequence[str]) -> None:
+        """Count one failed send attempt on each of these messages, in one transaction."""
+        if not msg_ids:
+            return
+        # Not durable: a count for the supervisor, not a result.
+        with self._file.transaction(durable=False) as tx:
+            self._file.connection.executemany(
+                "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = ? WHERE msg_id = ?",
+                [(tx.now, m) for m in msg_ids],
+            )
+
+    def mark_attempt(self, msg_id: str) -> int:
+        """Count one send attempt; returns the attempts so far (0 if the message is gone)."""
+        with self._file.transaction() as tx:
+            conn = self._file.connection
+            conn.execute(
+                "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = ? WHERE msg_id = ?",
+                (tx.now, msg_id),
+            )
+            row = conn.execute("SELECT attempts FROM outbox WHERE msg_id = ?", (msg_id,)).fetchone()
+            return 0 if row is None else int(row[0])
+
+    def mark_replay(self) -> int:
+        """Flag every pending message of this table as replayed (call on (re)connect, before
+        draining the backlog); returns how many were flagged."""
+        with self._file.transaction():
+            cur = self._file.connection.execute(
+                "UPDATE outbox SET replay = 1 WHERE table_id = ? AND replay = 0",
+                (self._file.table_id,),
+            )
+            return cur.rowcount
+
+
+class JournalHistory:
+    """The record read back (``journal.history``): rounds with their events, counts for the
+    supervisor, the commands and deals seen lately, the hash chain's head."""
+
+    def __init__(self, file: JournalFile) -> None:
+        self._file = file
+
+    @property
+    def table_id(self) -> str:
+        return self._file.table_id
+
+    def get_round(self, round_id: str) -> RoundRecord | None:
+        """A round with all its events in order (None if unknown)."""
+        with self._file.lock:
+            conn = self._file.connection
+            row = conn.execute(
+                f"SELECT {_ROUND_COLUMNS} FROM rounds WHERE round_id = ?", (round_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            events = tuple(
+                EventRecord(e[0], e[1], e[2], e[3], json.loads(e[4]))
+                for e in conn.execute(
+                    "SELECT id, round_id, at, kind, payload FROM events WHERE round_id = ? "
+                    "ORDER BY id",
+                    (round_id,),
+                )
+            )
+        return _round_record(row, events)
+
+    def recent_rounds(self, limit: int = 50, offset: int = 0) -> list[RoundRecord]:
+        """This table's rounds, newest first (without their events)."""
+        file = self._file
+        with file.lock:
+            rows = file.connection.execute(
+                f"SELECT {_ROUND_COLUMNS} FROM rounds WHERE table_id = ? "
+                "ORDER BY seq DESC LIMIT ? OFFSET ?",
+                (file.table_id, limit, offset),
+            ).fetchall()
+        return [_round_record(r) for r in rows]
+
+    def round_counts_by_hour(self, since: datetime | None = None) -> list[HourCount]:
+        """Rounds opened per UTC hour (oldest first), by status."""
+        since_text = iso(since) if since is not None else ""
+        file = self._file
+        with file.lock:
+            rows = file.connection.execute(
+                "SELECT substr(opened_at, 1, 13) AS hour, status, count(*) FROM rounds "
+                "WHERE table_id = ? AND opened_at >= ? GROUP BY hour, status ORDER BY hour",
+                (file.table_id, since_text),
+            ).fetchall()
+        hours: dict[str, dict[str, int]] = {}
+        for hour, status, count in rows:
+            hours.setdefault(hour, {})[status] = count
+        return [HourCount(f"{h}:00Z", sum(s.values()), s) for h, s in hours.items()]
+
+    def stats(self) -> JournalStats:
+        """Counts for the supervisor page and audits."""
+        table_id = self._file.table_id
+        with self._file.lock:
+            conn = self._file.connection
+            by_status = dict(
+                conn.execute(
+                    "SELECT status, count(*) FROM rounds WHERE table_id = ? GROUP BY status",
+                    (table_id,),
+                ).fetchall()
+            )
+            events = conn.execute(
+                "SELECT count(*) FROM events e LEFT JOIN rounds r USING (round_id) "
+                "WHERE e.round_id IS NULL OR r.table_id = ?",
+                (table_id,),
+            ).fetchone()[0]
+            pending, oldest = conn.execute(
+                "SELECT count(*), min(created_at) FROM outbox WHERE table_id = ?", (table_id,)
+            ).fetchone()
+            last = conn.execute(
+                "SELECT max(opened_at) FROM rounds WHERE table_id = ?", (table_id,)
+            ).fetchone()[0]
+            counters = dict(
+                conn.execute(
+                    "SELECT key, value FROM meta WHERE key IN (?, ?)",
+                    (f"msg_seq/{table_id}", f"round_seq/{table_id}"),
+                ).fetchall()
+            )
+        return JournalStats(
+            rounds=sum(by_status.values()),
+            by_status=by_status,
+            events=events,
+            outbox_pending=pending,
+            oldest_pending_at=oldest,
+            last_round_at=last,
+            message_seq=int(counters.get(f"msg_seq/{table_id}", 0)),
+            round_seq=int(counters.get(f"round_seq/{table_id}", 0)),
+        )
+
+    def chain_position(self) -> tuple[int, str] | None:
+        """The newest chained event: its row id and chain hash (a checkpoint's content)."""
+        with self._file.lock:
+            row = self._file.connection.execute(
+                "SELECT id, chain FROM events WHERE chain IS NOT NULL ORDER BY id DESC LIMIT 1"
+            ).fetchone()
+        return (int(row[0]), str(row[1])) if row else None
 
     def recent_command_ids(self, since: str) -> list[tuple[str, str]]:
         """(request id, time) of the commands journaled at or after ``since`` (ISO): a signed
         command's request id may not come again, across a restart too."""
-        with self._lock:
-            rows = self._connection.execute(
+        with self._file.lock:
+            rows = self._file.connection.execute(
                 "SELECT payload, at FROM events WHERE kind >= 'command.' AND kind < 'command/' "
                 "AND at >= ?",
                 (since,),
@@ -883,17 +1054,27 @@ class Journal:
         """(round number, shuffle id, fingerprint) of this table's last ``limit`` complete deals
         (``deal_seen`` events, found by the ``events_kind`` index), oldest first: the table
         refuses a deal that repeats one."""
-        with self._lock:
-            rows = self._connection.execute(
+        file = self._file
+        with file.lock:
+            rows = file.connection.execute(
                 "SELECT r.seq, e.payload FROM events e JOIN rounds r USING (round_id) "
                 "WHERE e.kind = 'deal_seen' AND r.table_id = ? ORDER BY e.id DESC LIMIT ?",
-                (self.table_id, limit),
+                (file.table_id, limit),
             ).fetchall()
         deals = []
         for seq, payload in reversed(rows):
             data = json.loads(payload)
             deals.append((int(seq), str(data.get("shuffle_id", "")), str(data["fingerprint"])))
         return deals
+
+
+class JournalKept:
+    """What a start reads back (``journal.kept``): the table state kept across restarts (kept
+    by :meth:`Transaction.remember`; for :data:`KEPT_STATE`, its last chained record is what
+    counts) and a journal fault the process did not live to finish."""
+
+    def __init__(self, file: JournalFile) -> None:
+        self._file = file
 
     def remembered(self, name: str) -> Any:
         """What :meth:`Transaction.remember` kept under ``name`` (None if nothing): for kept
@@ -903,22 +1084,32 @@ class Journal:
             return recorded
         return self._meta_value(name)
 
-    def chained_state(self, name: str) -> Any:
+    def chained(self, name: str) -> Any:
         """The last chained record of the kept state ``name``, never ``meta`` (None if there is
         none): what a start may trust where an edit of ``meta`` would matter."""
         recorded = self._recorded_state(name)
         return None if recorded is _NOTHING else recorded
 
+    def edited(self) -> list[str]:
+        """Kept state whose ``meta`` copy differs from its last chained record: ``meta`` was
+        edited outside the table (the table goes by the chained record)."""
+        edited = []
+        for name in sorted(KEPT_STATE):
+            recorded = self._recorded_state(name)
+            if recorded is not _NOTHING and recorded != self._meta_value(name):
+                edited.append(name)
+        return edited
+
     def _meta_value(self, name: str) -> Any:
-        with self._lock:
-            row = self._connection.execute(
-                "SELECT value FROM meta WHERE key = ?", (f"{name}/{self.table_id}",)
+        with self._file.lock:
+            row = self._file.connection.execute(
+                "SELECT value FROM meta WHERE key = ?", (f"{name}/{self._file.table_id}",)
             ).fetchone()
         return None if row is None else json.loads(row[0])
 
     def _recorded_state(self, name: str) -> Any:
-        with self._lock:
-            row = self._connection.execute(
+        with self._file.lock:
+            row = self._file.connection.execute(
                 "SELECT payload FROM events WHERE kind = 'state_kept' AND chain IS NOT NULL "
                 "AND json_extract(payload, '$.name') = ? ORDER BY id DESC LIMIT 1",
                 (name,),
@@ -928,8 +1119,8 @@ class Journal:
     def unfinished_fault(self) -> tuple[datetime, str, list[str]] | None:
         """The last ``journal_fault_began`` with no ``journal_fault`` (its end) after it: when it
         began, why, and the shuffle ids of the deals seen during it (docs/faults.md)."""
-        with self._lock:
-            conn = self._connection
+        with self._file.lock:
+            conn = self._file.connection
             began = conn.execute(
                 "SELECT id, payload FROM events WHERE kind = 'journal_fault_began' "
                 "ORDER BY id DESC LIMIT 1"
@@ -953,218 +1144,187 @@ class Journal:
         since = datetime.fromisoformat(str(record.get("since")))
         return since, str(record.get("detail", "")), deals
 
-    def kept_state_edited(self) -> list[str]:
-        """Kept state whose ``meta`` copy differs from its last chained record: ``meta`` was
-        edited outside the table (the table goes by the chained record)."""
-        edited = []
-        for name in sorted(KEPT_STATE):
-            recorded = self._recorded_state(name)
-            if recorded is not _NOTHING and recorded != self._meta_value(name):
-                edited.append(name)
-        return edited
 
-    def message_seq(self) -> int:
-        """The last message sequence number this table assigned (0 before the first), cheaply:
-        one row of ``meta``, not the counts of :meth:`stats`."""
-        with self._lock:
-            row = self._connection.execute(
-                "SELECT value FROM meta WHERE key = ?", (f"msg_seq/{self.table_id}",)
-            ).fetchone()
-        return 0 if row is None else int(row[0])
+class JournalUpkeep:
+    """The file's upkeep (``journal.upkeep``): SQLite's integrity check, the online backup,
+    and what retention may archive (controller/journal/maintenance.py archives it; the rows go
+    through :meth:`Transaction.delete_archived`)."""
 
-    def outbox_pending(self) -> int:
-        """How many messages wait for the broker (the outbox is small: rows leave when sent)."""
-        with self._lock:
-            row = self._connection.execute(
-                "SELECT count(*) FROM outbox WHERE table_id = ?", (self.table_id,)
-            ).fetchone()
-        return int(row[0])
-
-    def ack_many(self, msg_ids: Sequence[str]) -> int:
-        """The broker has all of these: delete them in one transaction (one disk sync for a
-        whole window of acknowledged messages). Returns how many were pending."""
-        if not msg_ids:
-            return 0
-        # Not durable: an acknowledgement lost in a power cut only resends the message, with
-        # the same msg_id (consumers drop it), and the next durable commit makes it durable.
-        with self.transaction(durable=False):
-            conn, ids = self._connection, [(m,) for m in msg_ids]
-            # Kept for a ``resend`` (docs/mqtt.md §3): the newest SENT_KEPT of them.
-            conn.executemany(
-                "INSERT OR REPLACE INTO sent (table_id, seq, msg_id, topic, payload, qos, retain, "
-                "created_at) SELECT table_id, seq, msg_id, topic, payload, qos, retain, created_at "
-                "FROM outbox WHERE msg_id = ?",
-                ids,
-            )
-            cur = conn.executemany("DELETE FROM outbox WHERE msg_id = ?", ids)
-            acked = cur.rowcount
-            conn.execute(
-                "DELETE FROM sent WHERE table_id = ?1 AND seq <= "
-                "(SELECT max(seq) FROM sent WHERE table_id = ?1) - ?2",
-                (self.table_id, SENT_KEPT),
-            )
-            return acked
-
-    def requeue(self, first: int, last: int) -> tuple[int, int | None]:
-        """A consumer lost seqs ``first``..``last`` downstream of the broker (``resend``): the
-        kept copies of those already acknowledged go back into the outbox, marked replayed (the
-        same msg_id and envelope, so a consumer that has one drops it). Returns how many were
-        queued, and the oldest seq still kept (None when none is)."""
-        with self.transaction(durable=False):
-            conn = self._connection
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO outbox (msg_id, table_id, seq, topic, payload, qos, retain, "
-                "created_at, replay) SELECT msg_id, table_id, seq, topic, payload, qos, retain, "
-                "created_at, 1 FROM sent WHERE table_id = ? AND seq BETWEEN ? AND ?",
-                (self.table_id, first, last),
-            )
-            queued = cur.rowcount
-            row = conn.execute(
-                "SELECT min(seq) FROM sent WHERE table_id = ?", (self.table_id,)
-            ).fetchone()
-        return queued, (None if row is None or row[0] is None else int(row[0]))
-
-    def mark_attempts(self, msg_ids: Sequence[str]) -> None:
-        """Count one failed send attempt on each of these messages, in one transaction."""
-        if not msg_ids:
-            return
-        with self.transaction(durable=False) as tx:  # a count for the supervisor, not a result
-            self._connection.executemany(
-                "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = ? WHERE msg_id = ?",
-                [(tx.now, m) for m in msg_ids],
-            )
-
-    def mark_attempt(self, msg_id: str) -> int:
-        """Count one send attempt; returns the attempts so far (0 if the message is gone)."""
-        with self.transaction() as tx:
-            conn = self._connection
-            conn.execute(
-                "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = ? WHERE msg_id = ?",
-                (tx.now, msg_id),
-            )
-            row = conn.execute("SELECT attempts FROM outbox WHERE msg_id = ?", (msg_id,)).fetchone()
-            return 0 if row is None else int(row[0])
-
-    def mark_replay(self) -> int:
-        """Flag every pending message of this table as replayed (call on (re)connect, before
-        draining the backlog); returns how many were flagged."""
-        with self.transaction():
-            cur = self._connection.execute(
-                "UPDATE outbox SET replay = 1 WHERE table_id = ? AND replay = 0", (self.table_id,)
-            )
-            return cur.rowcount
-
-    # --- queries -------------------------------------------------------------------------
-
-    _ROUND_COLUMNS = "round_id, table_id, seq, opened_at, closed_at, status, reason, result"
-
-    @staticmethod
-    def _round(row: Sequence[Any], events: tuple[EventRecord, ...] = ()) -> RoundRecord:
-        return RoundRecord(
-            round_id=row[0],
-            table_id=row[1],
-            seq=row[2],
-            opened_at=row[3],
-            closed_at=row[4],
-            status=RoundStatus(row[5]),
-            reason=row[6],
-            result=None if row[7] is None else json.loads(row[7]),
-            events=events,
-        )
-
-    def get_round(self, round_id: str) -> RoundRecord | None:
-        """A round with all its events in order (None if unknown)."""
-        with self._lock:
-            conn = self._connection
-            row = conn.execute(
-                f"SELECT {self._ROUND_COLUMNS} FROM rounds WHERE round_id = ?", (round_id,)
-            ).fetchone()
-            if row is None:
-                return None
-            events = tuple(
-                EventRecord(e[0], e[1], e[2], e[3], json.loads(e[4]))
-                for e in conn.execute(
-                    "SELECT id, round_id, at, kind, payload FROM events WHERE round_id = ? "
-                    "ORDER BY id",
-                    (round_id,),
-                )
-            )
-        return self._round(row, events)
-
-    def recent_rounds(self, limit: int = 50, offset: int = 0) -> list[RoundRecord]:
-        """This table's rounds, newest first (without their events)."""
-        with self._lock:
-            rows = self._connection.execute(
-                f"SELECT {self._ROUND_COLUMNS} FROM rounds WHERE table_id = ? "
-                "ORDER BY seq DESC LIMIT ? OFFSET ?",
-                (self.table_id, limit, offset),
-            ).fetchall()
-        return [self._round(r) for r in rows]
-
-    def round_counts_by_hour(self, since: datetime | None = None) -> list[HourCount]:
-        """Rounds opened per UTC hour (oldest first), by status."""
-        since_text = iso(since) if since is not None else ""
-        with self._lock:
-            rows = self._connection.execute(
-                "SELECT substr(opened_at, 1, 13) AS hour, status, count(*) FROM rounds "
-                "WHERE table_id = ? AND opened_at >= ? GROUP BY hour, status ORDER BY hour",
-                (self.table_id, since_text),
-            ).fetchall()
-        hours: dict[str, dict[str, int]] = {}
-        for hour, status, count in rows:
-            hours.setdefault(hour, {})[status] = count
-        return [HourCount(f"{h}:00Z", sum(s.values()), s) for h, s in hours.items()]
-
-    def stats(self) -> JournalStats:
-        """Counts for the supervisor page and audits."""
-        with self._lock:
-            conn = self._connection
-            by_status = dict(
-                conn.execute(
-                    "SELECT status, count(*) FROM rounds WHERE table_id = ? GROUP BY status",
-                    (self.table_id,),
-                ).fetchall()
-            )
-            events = conn.execute(
-                "SELECT count(*) FROM events e LEFT JOIN rounds r USING (round_id) "
-                "WHERE e.round_id IS NULL OR r.table_id = ?",
-                (self.table_id,),
-            ).fetchone()[0]
-            pending, oldest = conn.execute(
-                "SELECT count(*), min(created_at) FROM outbox WHERE table_id = ?", (self.table_id,)
-            ).fetchone()
-            last = conn.execute(
-                "SELECT max(opened_at) FROM rounds WHERE table_id = ?", (self.table_id,)
-            ).fetchone()[0]
-            counters = dict(
-                conn.execute(
-                    "SELECT key, value FROM meta WHERE key IN (?, ?)",
-                    (f"msg_seq/{self.table_id}", f"round_seq/{self.table_id}"),
-                ).fetchall()
-            )
-        return JournalStats(
-            rounds=sum(by_status.values()),
-            by_status=by_status,
-            events=events,
-            outbox_pending=pending,
-            oldest_pending_at=oldest,
-            last_round_at=last,
-            message_seq=int(counters.get(f"msg_seq/{self.table_id}", 0)),
-            round_seq=int(counters.get(f"round_seq/{self.table_id}", 0)),
-        )
-
-    # --- maintenance ---------------------------------------------------------------------
+    def __init__(self, file: JournalFile) -> None:
+        self._file = file
 
     def integrity_check(self) -> list[str]:
         """SQLite's integrity check: ``["ok"]`` for a sound file."""
-        with self._lock:
-            return [r[0] for r in self._connection.execute("PRAGMA integrity_check").fetchall()]
+        with self._file.lock:
+            conn = self._file.connection
+            return [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
 
     def backup(self, destination: str | os.PathLike[str]) -> None:
         """A consistent copy of the journal while it is in use (SQLite online backup)."""
-        with self._lock:
+        with self._file.lock:
             target = sqlite3.connect(os.fspath(destination))
             try:
-                self._connection.backup(target)
+                self._file.connection.backup(target)
             finally:
                 target.close()
+
+    def archive_candidates(
+        self, before: str, limit: int
+    ) -> tuple[list[RoundRecord], list[EventRecord]]:
+        """This table's oldest rounds (a prefix, by round number) that are closed, opened before
+        ``before`` (ISO time) and whose messages have all been sent, with their events — up to
+        the first that is not, and at most ``limit``; and loose events (of no round) older than
+        ``before``, at most ``10 × limit``, never an ``archived`` event nor the last
+        ``state_kept`` record of a name (what a start trusts)."""
+        with self._file.lock:
+            conn = self._file.connection
+            rows = conn.execute(
+                f"SELECT {_ROUND_COLUMNS}, status = 'open' OR opened_at >= ? "
+                "OR EXISTS (SELECT 1 FROM outbox o WHERE o.round_id = r.round_id) "
+                "FROM rounds r WHERE table_id = ? ORDER BY seq LIMIT ?",
+                (before, self._file.table_id, limit),
+            ).fetchall()
+            prefix = list(itertools.takewhile(lambda row: not row[-1], rows))
+            events: dict[str, list[EventRecord]] = {}
+            for row in prefix:
+                events[row[0]] = [
+                    EventRecord(e[0], e[1], e[2], e[3], json.loads(e[4]))
+                    for e in conn.execute(
+                        "SELECT id, round_id, at, kind, payload FROM events WHERE round_id = ? "
+                        "ORDER BY id",
+                        (row[0],),
+                    )
+                ]
+            loose = [
+                EventRecord(e[0], e[1], e[2], e[3], json.loads(e[4]))
+                for e in conn.execute(
+                    "SELECT id, round_id, at, kind, payload FROM events "
+                    "WHERE round_id IS NULL AND at < ? AND kind != 'archived' "
+                    "AND id NOT IN (SELECT max(id) FROM events WHERE kind = 'state_kept' "
+                    "GROUP BY json_extract(payload, '$.name')) "
+                    "ORDER BY id LIMIT ?",
+                    (before, 10 * limit),
+                )
+            ]
+        return [_round_record(r[:-1], tuple(events[r[0]])) for r in prefix], loose
+
+    def pending_old_rounds(self, before: str) -> int:
+        """Closed rounds opened before ``before`` kept because their messages still wait."""
+        with self._file.lock:
+            row = self._file.connection.execute(
+                "SELECT count(*) FROM rounds r WHERE table_id = ? AND status != 'open' "
+                "AND opened_at < ? "
+                "AND EXISTS (SELECT 1 FROM outbox o WHERE o.round_id = r.round_id)",
+                (self._file.table_id, before),
+            ).fetchone()
+        return int(row[0])
+
+
+# --- the journal -----------------------------------------------------------------------------
+
+
+class Journal:
+    """The journal of one table in the SQLite file at ``path`` (``":memory:"`` for tests): the
+    owner of its one connection, and its parts by role, each a class over that connection:
+
+    - :meth:`transaction`: the one write API (:class:`Transaction`); :meth:`new_round_id` ids
+    - ``rounds`` (:class:`JournalRounds`): the open round, the next number, ``recover``
+    - ``outbox`` (:class:`JournalOutbox`): what waits for the broker, acknowledged, resent
+    - ``history`` (:class:`JournalHistory`): rounds, counts, commands and deals, the chain's head
+    - ``kept`` (:class:`JournalKept`): kept state and an unfinished fault, read back at start
+    - ``upkeep`` (:class:`JournalUpkeep`): integrity, backup, what retention may archive
+
+    ``clock`` gives every timestamp (timezone-aware; stored as UTC ISO 8601). Opening creates or
+    migrates the schema; a file written by a newer schema is refused. ``connect`` opens the
+    connection (``sqlite3.connect``'s arguments; a test may keep the connection it returns).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        table_id: str,
+        *,
+        clock: Clock = utc_now,
+        synchronous: Synchronous = "FULL",
+        connect: Connect = sqlite3.connect,
+    ) -> None:
+        self._file = JournalFile(os.fspath(path), table_id, clock, synchronous, connect)
+        self.path = self._file.path
+        self.table_id = table_id
+        self.clock = clock
+        self.commits = self._file.commits
+        self.rounds = JournalRounds(self._file)
+        self.outbox = JournalOutbox(self._file, SENT_KEPT)
+        self.history = JournalHistory(self._file)
+        self.kept = JournalKept(self._file)
+        self.upkeep = JournalUpkeep(self._file)
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        table_id: str,
+        *,
+        clock: Clock = utc_now,
+        synchronous: Synchronous = "FULL",
+        connect: Connect = sqlite3.connect,
+    ) -> Self:
+        return cls(path, table_id, clock=clock, synchronous=synchronous, connect=connect)
+
+    def close(self) -> None:
+        """Close the connection (idempotent); the WAL is checkpointed into the main file."""
+        self._file.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self, *, durable: bool = True) -> Iterator[Transaction]:
+        """One ``BEGIN IMMEDIATE`` … ``COMMIT``: everything done through the yielded
+        :class:`Transaction` is committed together, or, if the block raises, not at all.
+
+        ``durable=False`` commits without waiting for the disk (``synchronous = NORMAL`` for this
+        transaction): a crash of the program loses nothing, a power cut may lose it — and every
+        other such commit since the last durable one, which makes them all durable (the WAL is
+        synced as a whole). For what a restart would void anyway: the packets of an open round,
+        a message's acknowledgement (resent, same msg_id)."""
+        with self._file.transaction(durable=durable) as tx:
+            yield tx
+
+    def new_round_id(self) -> str:
+        """A round id unique across restarts and tables: ``"<table_id>-<ULID>"``, time-ordered
+        (the journal's id source: alarms and messages get theirs from it too)."""
+        return self._file.new_id()
+
+    # --- the old names, for callers not moved to the parts yet (tests/mqtt/) ---------------
+
+    def pending(self, limit: int = 100) -> list[OutboxRow]:
+        """:meth:`JournalOutbox.pending`."""
+        return self.outbox.pending(limit)
+
+    def outbox_pending(self) -> int:
+        """:meth:`JournalOutbox.count`."""
+        return self.outbox.count()
+
+    def ack_many(self, msg_ids: Sequence[str]) -> int:
+        """:meth:`JournalOutbox.ack_many`."""
+        return self.outbox.ack_many(msg_ids)
+
+    def requeue(self, first: int, last: int) -> tuple[int, int | None]:
+        """:meth:`JournalOutbox.requeue`."""
+        return self.outbox.requeue(first, last)
+
+    def get_round(self, round_id: str) -> RoundRecord | None:
+        """:meth:`JournalHistory.get_round`."""
+        return self.history.get_round(round_id)
+
+    def recent_rounds(self, limit: int = 50, offset: int = 0) -> list[RoundRecord]:
+        """:meth:`JournalHistory.recent_rounds`."""
+        return self.history.recent_rounds(limit, offset)
+
+    def stats(self) -> JournalStats:
+        """:meth:`JournalHistory.stats`."""
+        return self.history.stats()

@@ -1,12 +1,13 @@
 """The narrow views of the journal that services use (controller/ports.py names them): the
-MQTT publisher drains the ``Outbox``; the pages and the recall read the ``History``. Neither
-can open a transaction: every write goes through the daemon (controller/recorder.py)."""
+MQTT publisher drains the ``Outbox`` (``journal.outbox``); the pages, the checkpoints, game
+protection and the recall read the ``History`` (``journal.history``). Neither can open a
+transaction: every write goes through the daemon (controller/recorder.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from controller.journal.store import HourCount, JournalStats, OutboxRow, RoundRecord
 
@@ -14,14 +15,11 @@ from controller.journal.store import HourCount, JournalStats, OutboxRow, RoundRe
 class Outbox(Protocol):
     """The journal's outbox, as the MQTT publisher drains it."""
 
-    @property
-    def table_id(self) -> str: ...
-
-    def new_round_id(self) -> str: ...
-
     def message_seq(self) -> int: ...
 
     def pending(self, limit: int = 100) -> list[OutboxRow]: ...
+
+    def count(self) -> int: ...
 
     def ack_many(self, msg_ids: Sequence[str]) -> int: ...
 
@@ -31,17 +29,9 @@ class Outbox(Protocol):
 
     def requeue(self, first: int, last: int) -> tuple[int, int | None]: ...
 
-    def outbox_pending(self) -> int: ...
-
-    def recent_command_ids(self, since: str) -> list[tuple[str, str]]: ...
-
 
 class History(Protocol):
-    """The journal's record, as the pages read it (queries that take a while open the file
-    read-only in a thread: ``path``)."""
-
-    @property
-    def path(self) -> str: ...
+    """The journal's record, as the pages read it."""
 
     @property
     def table_id(self) -> str: ...
@@ -49,8 +39,6 @@ class History(Protocol):
     def get_round(self, round_id: str) -> RoundRecord | None: ...
 
     def recent_rounds(self, limit: int = 50, offset: int = 0) -> list[RoundRecord]: ...
-
-    def remembered(self, name: str) -> Any: ...
 
     def chain_position(self) -> tuple[int, str] | None:
         """The hash chain's head: the last event's row and link."""
@@ -60,6 +48,23 @@ class History(Protocol):
 
     def stats(self) -> JournalStats: ...
 
+    def recent_command_ids(self, since: str) -> list[tuple[str, str]]: ...
 
-class JournalView(Outbox, History, Protocol):
-    """The journal as a service sees it."""
+
+class JournalView(Protocol):
+    """The journal as a service sees it: its outbox and its history, and the file's ``path``
+    (queries that take a while open it read-only in a thread)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def table_id(self) -> str: ...
+
+    @property
+    def outbox(self) -> Outbox: ...
+
+    @property
+    def history(self) -> History: ...
+
+    def new_round_id(self) -> str: ...

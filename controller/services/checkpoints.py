@@ -104,7 +104,7 @@ class CheckpointService:
     def _on_effect(self, effect: Effect) -> None:
         # Every close anchored outside the table: the casino's copy proves the tail.
         if isinstance(effect, RoundClosed) and self._host is not None:
-            position = self._host.journal.chain_position()  # one indexed read
+            position = self._host.journal.history.chain_position()  # one indexed read
             if position is not None:
                 self._closes.append(position)
                 self._closed.set()
@@ -137,7 +137,7 @@ class CheckpointService:
         last = self.last
         if not every_round and last is not None and (now - last[0]).total_seconds() < self.interval:
             return
-        position = position or host.journal.chain_position()
+        position = position or host.journal.history.chain_position()
         if position is None or (last is not None and position[0] == last[1]):
             return
         body: dict[str, Any] = {

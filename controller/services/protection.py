@@ -163,7 +163,7 @@ class ProtectionService:
     async def run(self, host: ProtectionHost) -> None:
         self._host = host
         # Settled rounds journaled after the last save: a crash between saves.
-        for finding in self.monitor.replay(host.journal, host.clock()):
+        for finding in self.monitor.replay(host.journal.history, host.clock()):
             host.put_nowait(finding)
         host.subscribe(self._on_effect)
         while True:

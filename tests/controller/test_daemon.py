@@ -33,7 +33,7 @@ async def test_fifty_rounds_are_journaled_with_the_house_way_setting(tmp_path: P
         assert [r.status for r in results] == ["settled"] * 50
         assert [r.round_seq for r in results] == list(range(1, 51))
         for result in results:
-            record = t.journal.get_round(result.round_id)
+            record = t.journal.history.get_round(result.round_id)
             assert record is not None and record.status == "settled"
             stored = record.result
             assert stored is not None and stored["round_id"] == result.round_id
@@ -48,7 +48,7 @@ async def test_fifty_rounds_are_journaled_with_the_house_way_setting(tmp_path: P
             expected = house_way(parse_cards(dealer["cards"])).to_dict()
             assert dealer["setting"] == expected
         assert len({r.round_id for r in results}) == 50
-        assert t.journal.stats().by_status == {"settled": 50}
+        assert t.journal.history.stats().by_status == {"settled": 50}
 
 
 async def test_faults_through_the_whole_stack(tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ async def test_faults_through_the_whole_stack(tmp_path: Path) -> None:
         assert reply.ok
         voided = await t.next_closed()
         assert voided.round_id == good.round_id and voided.status == "void"
-        record = t.journal.get_round(good.round_id)
+        record = t.journal.history.get_round(good.round_id)
         assert record is not None and record.status == "void"
         assert "settled_result_voided" in [e.kind for e in record.events]
 
@@ -133,36 +133,36 @@ async def test_kill_9_mid_round_voids_it_on_restart_and_loses_nothing(tmp_path: 
             for n in (1, 2):
                 await rng.press()
                 await shuffler.deal()
-                await _until(lambda n=n: view.stats().by_status.get("settled", 0) == n)
+                await _until(lambda n=n: view.history.stats().by_status.get("settled", 0) == n)
             await rng.press()
             await shuffler.deal("silence_mid_deal")  # three packets, then nothing
             # Two whole deals of seven packets, then three of the third.
             await _until(
                 lambda: (
-                    view.open_round_id() is not None
+                    view.rounds.open_id() is not None
                     and _count_events(tmp_path, "packet_dealt") >= 17
                 )
             )
-            open_id = view.open_round_id()
-            before = view.stats()
+            open_id = view.rounds.open_id()
+            before = view.history.stats()
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)
             proc = _start(config)
-            await _until(lambda: view.stats().by_status.get("void", 0) == 1)
-            record = view.get_round(open_id or "")
+            await _until(lambda: view.history.stats().by_status.get("void", 0) == 1)
+            record = view.history.get_round(open_id or "")
             assert record is not None and record.status == "void" and record.reason == "restart"
-            after = view.stats()
+            after = view.history.stats()
             assert after.by_status == {"settled": 2, "void": 1}
             assert after.events >= before.events  # every committed event is still there
             # The void is announced: its message waits in the outbox (the broker is down).
-            topics = [row.topic for row in view.pending(100)]
+            topics = [row.topic for row in view.outbox.pending(100)]
             assert topics.count("casino/demo/paigow/PG-P1/dead") == 1
             assert topics.count("casino/demo/paigow/PG-P1/round") == 2
             # And the table deals on, once the restarted daemon has its devices back.
             await _until(lambda: _count_events(tmp_path, "device_online") >= 4)
             await rng.press()
             await shuffler.deal()
-            await _until(lambda: view.stats().by_status.get("settled", 0) == 3)
+            await _until(lambda: view.history.stats().by_status.get("settled", 0) == 3)
             view.close()
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -285,7 +285,7 @@ async def test_a_redrawn_first_position_is_the_one_journaled_alarmed_and_used(
         await t.shuffler.deal()
         result = await t.next_closed()
         assert result.first_position is not None and result.first_position.position == 5
-        record = t.journal.get_round(result.round_id)
+        record = t.journal.history.get_round(result.round_id)
         assert record is not None
         [assigned] = [e for e in record.events if e.kind == "position_assigned"]
         assert assigned.payload["position"] == 5
@@ -382,13 +382,13 @@ async def test_a_round_costs_two_durable_commits(tmp_path: Path) -> None:
     between them do not (a restart voids an open round anyway): two syncs a round."""
     async with running_table(tmp_path, seed=89) as t:
         await t.deal(rng_number=1)  # the first round after start (devices online: durable too)
-        durable, relaxed = t.journal.durable_commits, t.journal.relaxed_commits
+        durable, relaxed = t.journal.commits.durable, t.journal.commits.relaxed
         for n in range(5):
             result = await t.deal(rng_number=n + 2)
             assert result.status == "settled"
         await _until(lambda: _count_events(tmp_path, "deal_ended") >= 6)
-        assert t.journal.durable_commits - durable == 5 * 2
-        assert t.journal.relaxed_commits - relaxed >= 5 * 9  # 7 packets, the draw, the end
+        assert t.journal.commits.durable - durable == 5 * 2
+        assert t.journal.commits.relaxed - relaxed >= 5 * 9  # 7 packets, the draw, the end
         # What the table heard is on file (read by another connection, as after a crash).
         with sqlite3.connect(tmp_path / "journal.sqlite3") as conn:
             settled = conn.execute("SELECT count(*) FROM rounds WHERE status = 'settled'")

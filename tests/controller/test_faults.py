@@ -107,7 +107,7 @@ async def test_a_full_journal_tilts_the_table_and_it_recovers_without_a_restart(
     assert record["since"] < record["until"] and "full" in record["detail"]
     assert set(record["rounds_voided"]) == set(voided)
     with Journal.open(journal_path, "PG-T1") as j:
-        assert j.integrity_check() == ["ok"]
+        assert j.upkeep.integrity_check() == ["ok"]
 
 
 async def test_line_noise_costs_a_bounded_journal_and_the_page_still_answers(

@@ -42,7 +42,7 @@ async def test_a_chain_broken_while_the_table_was_down_is_alarmed_at_every_start
     async with running_table(tmp_path / "b", journal_path=journal_path, seed=2) as t:
         assert (await t.deal(rng_number=4)).status == "settled"
     with Journal.open(journal_path, "PG-T1") as journal:
-        verified = journal.remembered("chain_verified")
+        verified = journal.kept.remembered("chain_verified")
     assert isinstance(verified, list) and verified[0] > 10  # the next start checks from here
     with sqlite3.connect(journal_path) as conn:
         (row,) = conn.execute("SELECT max(id) FROM events WHERE kind = 'packet_dealt'").fetchone()

@@ -100,8 +100,8 @@ def test_kept_state_is_saved_with_the_command_that_changed_it_and_read_back(
     with Journal.open(path, "PG-01", clock=lambda: T0) as journal:
         _apply(journal, recorder, table, SetSeats(occupied={"1": True, "2": False}))
         _apply(journal, recorder, table, SignIn(dealer_id="D-77"))
-        assert journal.remembered(SEATS_KEY)["2"] is False
-        assert journal.remembered(DEALER_KEY) == "D-77"
+        assert journal.kept.remembered(SEATS_KEY)["2"] is False
+        assert journal.kept.remembered(DEALER_KEY) == "D-77"
         kept = load_kept(journal, lambda: T0, str)
     assert kept.table.dealer_id == "D-77" and kept.table.occupied["1"] is True
     # Given to the next table as constructor arguments, never written into it afterwards.
@@ -133,14 +133,16 @@ def test_a_latching_alarm_and_its_acknowledgement_save_the_latched_list_and_the_
         alarms = [e.payload for e in effects if isinstance(e, AlarmRaised)]
         latched = [a for a in alarms if a.ack_required]
         assert latched, [a.code for a in alarms]
-        assert [a["alarm_id"] for a in journal.remembered(LATCHED_KEY)] == [
+        assert [a["alarm_id"] for a in journal.kept.remembered(LATCHED_KEY)] == [
             a.alarm_id for a in latched
         ]
-        assert journal.remembered("keeper_count") == keeper.seen == len(alarms)
+        assert journal.kept.remembered("keeper_count") == keeper.seen == len(alarms)
         ack = AcknowledgeAlarm(alarm_id=latched[0].alarm_id, by="Floor: A. Lee", note="seen")
         replies = _apply(journal, recorder, table, ack)
         assert any(isinstance(e, CommandReply) and e.ok for e in replies)
-        assert latched[0].alarm_id not in [a["alarm_id"] for a in journal.remembered(LATCHED_KEY)]
+        assert latched[0].alarm_id not in [
+            a["alarm_id"] for a in journal.kept.remembered(LATCHED_KEY)
+        ]
 
 
 def test_a_refused_transaction_keeps_neither_the_effect_nor_the_keepers_state(
@@ -160,7 +162,7 @@ def test_a_refused_transaction_keeps_neither_the_effect_nor_the_keepers_state(
         _apply(journal, recorder, table, DeviceOnline(device="shuffler"))
         with pytest.raises(sqlite3.OperationalError):
             _apply(journal, recorder, table, DeviceOffline(device="shuffler", reason="unplugged"))
-        assert journal.remembered("keeper_count") is None
+        assert journal.kept.remembered("keeper_count") is None
     kinds = [k for (k,) in _rows(path, "SELECT kind FROM events")]
     assert "device_offline" not in kinds and "alarm" not in kinds  # all or nothing
 

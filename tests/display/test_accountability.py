@@ -4,7 +4,6 @@ acknowledges it with the supervisor's PIN, and a dealer's sign-in recorded on ev
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +13,13 @@ from controller.display import DisplayService
 from controller.display.dealers import hash_pin
 from controller.journal import Journal
 from tests.display.conftest import write_secret
-from tests.harness import running_table
+from tests.harness import journal_events, running_table
 
 PIN = "735102"
 
 
 def _events(journal: Journal, kind: str) -> list[dict[str, Any]]:
-    rows = journal._connection.execute(
-        "SELECT payload FROM events WHERE kind = ? ORDER BY id", (kind,)
-    ).fetchall()
-    return [json.loads(r[0]) for r in rows]
+    return [payload for k, payload in journal_events(journal) if k == kind]
 
 
 async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> tuple[int, Any]:
@@ -78,7 +74,7 @@ async def test_wrong_pins_are_journaled_alarmed_latched_and_acknowledged(tmp_pat
         assert ack["by"] == "Supervisor S-0042" and ack["channel"] == "kiosk"
         assert ack["alarm_id"] == alarm["alarm_id"] and ack["note"] == "my test"
         assert t.daemon.table.latched == {}
-        assert t.journal.remembered("latched_alarms") == []
+        assert t.journal.kept.remembered("latched_alarms") == []
         assert _events(t.journal, "command_refused")[-1]["command"] == "acknowledge_alarm"
 
 
@@ -112,4 +108,4 @@ async def test_a_dealer_signs_in_and_every_round_says_who_dealt(tmp_path: Path) 
         signed = _events(t.journal, "command.sign_in")
         assert [s["dealer_id"] for s in signed] == ["D-17", "D-23"]
         assert signed[1]["origin"] == {"channel": "kiosk", "identity": "127.0.0.1"}
-        assert t.journal.remembered("dealer_signed_in") == ""
+        assert t.journal.kept.remembered("dealer_signed_in") == ""

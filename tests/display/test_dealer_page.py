@@ -364,7 +364,7 @@ async def test_void_needs_the_pin(browser: Browser, tmp_path: Path) -> None:
         voided = await t.next_closed()
         assert voided.round_id == result.round_id and voided.status == "void"
         # Who did it is journaled with the command (docs/audit.md).
-        record = t.journal.get_round(result.round_id)
+        record = t.journal.history.get_round(result.round_id)
         assert record is not None
         [command] = [e.payload for e in record.events if e.kind == "command.void_round"]
         assert command["origin"] == {"channel": "kiosk", "identity": "127.0.0.1"}
@@ -392,7 +392,7 @@ async def test_void_with_a_supervisor_s_badge_and_pin(browser: Browser, tmp_path
         await page.keyboard.press("Enter")
         voided = await t.next_closed()
         assert voided.round_id == result.round_id and voided.status == "void"
-        record = t.journal.get_round(result.round_id)
+        record = t.journal.history.get_round(result.round_id)
         assert record is not None
         [command] = [e.payload for e in record.events if e.kind == "command.void_round"]
         assert command["by"] == "S-0042" and command["outcome"]["ok"]

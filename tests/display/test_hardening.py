@@ -25,7 +25,7 @@ from controller.display.dealers import hash_pin
 from controller.logging import configure_logging
 from tests.display.conftest import unavailable, write_secret
 from tests.display.test_access import non_loopback_address
-from tests.harness import RunningTable, running_table
+from tests.harness import RunningTable, journal_events, running_table
 
 TOKEN = "pit-boss-token-5d1e9c"
 PIN = "735102"
@@ -54,10 +54,7 @@ class Table:
 
     def commands(self) -> list[str]:
         """The kinds of every command and refusal journaled so far."""
-        rows = self.table.journal._connection.execute(
-            "SELECT kind FROM events WHERE kind LIKE 'command%' ORDER BY id"
-        ).fetchall()
-        return [str(r[0]) for r in rows]
+        return [k for k, _ in journal_events(self.table.journal) if k.startswith("command")]
 
 
 @pytest.fixture

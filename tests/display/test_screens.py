@@ -6,7 +6,6 @@ the table's state in sight and acknowledges identical alarms with one form."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from tests.display.screens import (
     silent_heartbeat,
     two_jacks_round,
 )
-from tests.harness import RunningTable
+from tests.harness import RunningTable, journal_events
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -244,17 +243,11 @@ async def test_an_alarm_burst_is_grouped_and_the_table_stays_in_sight(
         await flood.locator("button").click()
         await expect(page.locator("#latched-count")).to_have_text("6")
         await expect(groups.filter(has_text="A device sent too much · shuffler")).to_have_count(0)
-        conn = t.journal._connection
-        acks = [
-            json.loads(row[0])
-            for row in conn.execute("SELECT payload FROM events WHERE kind = 'alarm_acknowledged'")
-        ]
+        events = journal_events(t.journal)
+        acks = [p for kind, p in events if kind == "alarm_acknowledged"]
         assert len(acks) == 12 and {a["by"] for a in acks} == {"Supervisor Kim"}
         assert len({a["alarm_id"] for a in acks}) == 12
-        refused = [
-            json.loads(row[0])
-            for row in conn.execute("SELECT payload FROM events WHERE kind = 'command_refused'")
-        ]
+        refused = [p for kind, p in events if kind == "command_refused"]
         assert [r.get("command") for r in refused].count("acknowledge_alarm") == 1, refused
 
 

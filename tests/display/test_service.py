@@ -152,9 +152,9 @@ async def test_a_round_closed_while_the_display_reads_the_journal_is_read_again(
         return after
 
     monkeypatch.setattr(history, "last_round", last_round)
-    host: Any = SimpleNamespace(journal="the journal", table=table)
+    host: Any = SimpleNamespace(journal=SimpleNamespace(history="the history"), table=table)
     assert await last_closed_round(host) is after
-    assert reads == ["the journal", "the journal"]
+    assert reads == ["the history", "the history"]
     # A round still being dealt is not in the journal's closed rounds: one read is the answer.
     reads.clear()
     table.round = SimpleNamespace(round_id="R-3", closed=False)

@@ -4,7 +4,6 @@ with the token (never in the address)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from tests.display.conftest import (
     write_secret,
 )
 from tests.display.test_access import non_loopback_address
+from tests.harness import journal_events
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -152,10 +152,8 @@ async def test_a_latched_alarm_is_shown_until_a_named_person_acknowledges_it(
         await item.locator(".ack-pin").fill("604918")
         await item.locator("button").click()
         await expect(page.locator("#latched")).to_be_hidden()
-        [row] = t.journal._connection.execute(
-            "SELECT payload FROM events WHERE kind = 'alarm_acknowledged'"
-        ).fetchall()
-        assert json.loads(row[0])["by"] == "Supervisor Kim"
+        [ack] = [p for kind, p in journal_events(t.journal) if kind == "alarm_acknowledged"]
+        assert ack["by"] == "Supervisor Kim"
 
 
 async def test_with_a_supervisors_file_the_acknowledgement_is_by_badge_and_pin(
@@ -179,10 +177,8 @@ async def test_with_a_supervisors_file_the_acknowledgement_is_by_badge_and_pin(
         await shot(page, "supervisor-acknowledge-by-badge")
         await item.locator("button").click()
         await expect(page.locator("#latched")).to_be_hidden()
-        [row] = t.journal._connection.execute(
-            "SELECT payload FROM events WHERE kind = 'alarm_acknowledged'"
-        ).fetchall()
-        assert json.loads(row[0])["by"] == "S-0042"
+        [ack] = [p for kind, p in journal_events(t.journal) if kind == "alarm_acknowledged"]
+        assert ack["by"] == "S-0042"
 
 
 async def test_the_game_protection_panel_shows_a_weak_shuffler_caught(

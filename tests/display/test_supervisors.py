@@ -15,7 +15,6 @@ attacks of the outside audit:
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from controller.display.dealers import DealerBook, Lockouts, hash_pin
 from controller.journal import Journal
 from controller.table import AlarmAcknowledged, AlarmRaised, PlayerSettled
 from tests.display.conftest import write_badges, write_secret
-from tests.harness import RunningTable, running_table
+from tests.harness import RunningTable, journal_events, running_table
 
 VOID_PIN = "735102"
 PINS = {"S-0042": "604918", "S-0043": "913275"}
@@ -37,10 +36,7 @@ FAST = 10_000  # PBKDF2 iterations of the test files (the tool's default is 100,
 
 
 def _events(journal: Journal, kind: str) -> list[dict[str, Any]]:
-    rows = journal._connection.execute(
-        "SELECT payload FROM events WHERE kind = ? ORDER BY id", (kind,)
-    ).fetchall()
-    return [json.loads(r[0]) for r in rows]
+    return [payload for k, payload in journal_events(journal) if k == kind]
 
 
 async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> tuple[int, Any]:

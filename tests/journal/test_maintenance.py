@@ -200,24 +200,24 @@ def test_old_rounds_go_to_a_checksummed_archive_then_leave_the_journal(tmp_path:
     clock = write_journal(path, 48, pending={3, 4})  # two days of rounds, an hour apart
     archive = tmp_path / "archive"
     with Journal.open(path, TABLE, clock=clock) as j:
-        before_rounds = {r.round_id: r for r in j.recent_rounds(100)}
+        before_rounds = {r.round_id: r for r in j.history.recent_rounds(100)}
         cutoff = T0 + timedelta(hours=24)  # the first day
         first = archive_rounds(j, before=cutoff, directory=archive, batch=10)
         # Only the oldest go: round 3's message still waits, so rounds 1–2 and nothing after.
         assert first.rounds == 2 and first.kept_pending == 2
-        left = {r.round_id for r in j.recent_rounds(100)}
+        left = {r.round_id for r in j.history.recent_rounds(100)}
         assert len(left) == 48 - 2
         assert {f"{TABLE}-R{n:06d}" for n in (3, 4)} <= left
         # A second run finds nothing new (the pending ones still wait).
         again = archive_rounds(j, before=cutoff, directory=archive, batch=10)
         assert again.rounds == 0 and again.files == ()
-        for message in j.pending():  # the broker acknowledged rounds 3 and 4
-            j.ack(message.msg_id)
+        for message in j.outbox.pending():  # the broker acknowledged rounds 3 and 4
+            j.outbox.ack(message.msg_id)
         rest = archive_rounds(j, before=cutoff, directory=archive, batch=10)
         assert rest.rounds == 22 and rest.kept_pending == 0
-        left = {r.round_id for r in j.recent_rounds(100)}
+        left = {r.round_id for r in j.history.recent_rounds(100)}
         assert len(left) == 48 - 24
-        assert j.integrity_check() == ["ok"]
+        assert j.upkeep.integrity_check() == ["ok"]
     report = ArchiveReport(first.files + rest.files, 24)
     assert len(report.files) == 4  # rounds 1–2, then batches of 10
     archived: dict[str, dict[str, Any]] = {}
@@ -292,10 +292,10 @@ def test_exactly_the_old_closed_sent_rounds_are_archived(
                 and (len(expected_gone) == n - 1)
             ):
                 expected_gone.add(rid)
-        before = {r.round_id for r in j.recent_rounds(100)}
+        before = {r.round_id for r in j.history.recent_rounds(100)}
         clock.now = now
         archive_rounds(j, before=now - timedelta(days=keep_days), directory=tmp / "a", batch=7)
-        after = {r.round_id for r in j.recent_rounds(100)}
+        after = {r.round_id for r in j.history.recent_rounds(100)}
     assert before - after == expected_gone
 
 

@@ -30,7 +30,7 @@ async def test_the_daemon_archives_old_rounds_and_deals_on(tmp_path: Path) -> No
         tmp_path, services=[service], journal_extra=extra, journal_path=journal_path
     ) as t:
         await asyncio.wait_for(service.done.wait(), 10)
-        assert [r.round_id for r in t.journal.recent_rounds(10)] == []
+        assert [r.round_id for r in t.journal.history.recent_rounds(10)] == []
         fresh = await t.deal(rng_number=3)
         assert fresh.status == "settled" and fresh.round_seq == 6  # the numbering goes on
     [file] = sorted(archive.glob("*.jsonl.gz"))

@@ -86,19 +86,25 @@ def play_round(journal: Journal, status: str = "settled") -> str:
     return round_id
 
 
-def test_wal_mode_and_synchronous_full(journal: Journal, db: Path) -> None:
-    raw = sqlite3.connect(db)
-    try:
-        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == (
-            str(SCHEMA_VERSION)
-        )
-    finally:
-        raw.close()
-    assert journal._connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
-    normal = Journal(db, "PG-07", synchronous="NORMAL")
-    assert normal._connection.execute("PRAGMA synchronous").fetchone()[0] == 1
-    normal.close()
+def test_wal_mode_and_synchronous_full(db: Path) -> None:
+    opened: list[sqlite3.Connection] = []
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        """The journal's own connection, kept: ``synchronous`` is a setting of a connection."""
+        opened.append(sqlite3.connect(*args, **kwargs))
+        return opened[-1]
+
+    with Journal(db, "PG-07", connect=connect):
+        raw = sqlite3.connect(db)
+        try:
+            assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            version = raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            assert version[0] == str(SCHEMA_VERSION)
+        finally:
+            raw.close()
+        assert opened[0].execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    with Journal(db, "PG-07", synchronous="NORMAL", connect=connect):
+        assert opened[1].execute("PRAGMA synchronous").fetchone()[0] == 1
 
 
 def test_round_ids_unique_across_instances_and_tables(db: Path, clock: FakeClock) -> None:
@@ -120,12 +126,12 @@ def test_round_ids_unique_across_instances_and_tables(db: Path, clock: FakeClock
 
 def test_round_lifecycle_and_queries(journal: Journal, clock: FakeClock) -> None:
     round_id = journal.new_round_id()
-    assert journal.next_round_seq() == 1
+    assert journal.rounds.next_seq() == 1
     with pytest.raises(JournalError, match="next round number is 1, not 5"):
         once(journal).open_round(round_id, seq=5)
     assert once(journal).open_round(round_id, seq=1) == 1
-    assert journal.next_round_seq() == 2
-    assert journal.open_round_id() == round_id
+    assert journal.rounds.next_seq() == 2
+    assert journal.rounds.open_id() == round_id
     with pytest.raises(JournalError, match="still open"):
         once(journal).open_round(journal.new_round_id())
     clock.advance(1.5)
@@ -135,7 +141,7 @@ def test_round_lifecycle_and_queries(journal: Journal, clock: FakeClock) -> None
     [row] = once(journal).close_round(
         round_id, "settled", None, {"seats": {"1": "win"}}, [message()]
     )
-    record = journal.get_round(round_id)
+    record = journal.history.get_round(round_id)
     assert record is not None
     assert record.status is RoundStatus.SETTLED and record.seq == 1
     assert record.opened_at == "2025-03-01T20:00:00.000Z"
@@ -151,19 +157,19 @@ def test_round_lifecycle_and_queries(journal: Journal, clock: FakeClock) -> None
         once(journal).close_round(round_id, "void", "twice", None)
     with pytest.raises(JournalError, match="no round"):
         once(journal).record_event("x", {}, "PG-07-NOPE")
-    assert journal.get_round("PG-07-NOPE") is None
+    assert journal.history.get_round("PG-07-NOPE") is None
 
     clock.advance(3600)
     second = play_round(journal, "dead")
-    recent = journal.recent_rounds(limit=10)
+    recent = journal.history.recent_rounds(limit=10)
     assert [r.round_id for r in recent] == [second, round_id]
-    assert [r.round_id for r in journal.recent_rounds(limit=1, offset=1)] == [round_id]
-    counts = journal.round_counts_by_hour()
+    assert [r.round_id for r in journal.history.recent_rounds(limit=1, offset=1)] == [round_id]
+    counts = journal.history.round_counts_by_hour()
     assert [(h.hour, h.total, h.by_status) for h in counts] == [
         ("2025-03-01T20:00Z", 1, {"settled": 1}),
         ("2025-03-01T21:00Z", 1, {"dead": 1}),
     ]
-    stats = journal.stats()
+    stats = journal.history.stats()
     assert stats.rounds == 2 and stats.by_status == {"settled": 1, "dead": 1}
     assert stats.events == 3 + 2 and stats.outbox_pending == 2  # and the two rounds' seals
     assert stats.round_seq == 2 and stats.message_seq == 2
@@ -180,18 +186,18 @@ def test_close_round_is_atomic(journal: Journal) -> None:
         once(journal).close_round(
             round_id, "settled", None, {"x": 1}, [message(), OutboxMessage("t", broken)]
         )
-    record = journal.get_round(round_id)
+    record = journal.history.get_round(round_id)
     assert record is not None and record.status is RoundStatus.OPEN and record.result is None
-    assert journal.pending() == []
-    assert journal.stats().message_seq == 0
+    assert journal.outbox.pending() == []
+    assert journal.history.stats().message_seq == 0
 
     # A failure after the close inside a wider transaction also leaves nothing.
     with pytest.raises(KeyError), journal.transaction() as tx:
         tx.close_round(round_id, "settled", None, {"x": 1}, [message()])
         tx.record_event("after", {}, round_id)
         raise KeyError("crash")
-    assert journal.get_round(round_id).status is RoundStatus.OPEN  # type: ignore[union-attr]
-    assert journal.pending() == []
+    assert journal.history.get_round(round_id).status is RoundStatus.OPEN  # type: ignore[union-attr]
+    assert journal.outbox.pending() == []
 
     [row] = once(journal).close_round(round_id, "settled", None, {"x": 1}, [message()])
     assert row.seq == 1, "a rolled-back transaction leaves no gap in the sequence"
@@ -200,25 +206,25 @@ def test_close_round_is_atomic(journal: Journal) -> None:
 def test_outbox_order_ack_attempts_replay(journal: Journal) -> None:
     rows = [once(journal).enqueue(f"t/{i}", {"i": i}, qos=1, retain=i == 0) for i in range(5)]
     assert [r.seq for r in rows] == [1, 2, 3, 4, 5]
-    pending = journal.pending()
+    pending = journal.outbox.pending()
     assert [r.topic for r in pending] == ["t/0", "t/1", "t/2", "t/3", "t/4"]
     assert pending[0].retain and not pending[1].retain
     assert pending[2].payload == b'{"i":2}'
-    assert journal.ack(rows[1].msg_id) is True
-    assert journal.ack(rows[1].msg_id) is False
-    assert journal.mark_attempt(rows[0].msg_id) == 1
-    assert journal.mark_attempt(rows[0].msg_id) == 2
-    assert journal.mark_attempt("gone") == 0
-    assert [r.seq for r in journal.pending(limit=2)] == [1, 3]
-    assert journal.pending()[0].attempts == 2
-    assert journal.mark_replay() == 4
+    assert journal.outbox.ack(rows[1].msg_id) is True
+    assert journal.outbox.ack(rows[1].msg_id) is False
+    assert journal.outbox.mark_attempt(rows[0].msg_id) == 1
+    assert journal.outbox.mark_attempt(rows[0].msg_id) == 2
+    assert journal.outbox.mark_attempt("gone") == 0
+    assert [r.seq for r in journal.outbox.pending(limit=2)] == [1, 3]
+    assert journal.outbox.pending()[0].attempts == 2
+    assert journal.outbox.mark_replay() == 4
     later = once(journal).enqueue("t/5", b"\x00raw")
-    flags = {r.seq: r.replay for r in journal.pending()}
+    flags = {r.seq: r.replay for r in journal.outbox.pending()}
     assert flags == {1: True, 3: True, 4: True, 5: True, 6: False}
     assert later.payload == b"\x00raw"
-    for r in journal.pending():
-        journal.ack(r.msg_id)
-    assert journal.pending() == []
+    for r in journal.outbox.pending():
+        journal.outbox.ack(r.msg_id)
+    assert journal.outbox.pending() == []
 
 
 def test_message_seq_has_no_gaps_across_reopen_and_is_per_table(db: Path, clock: FakeClock) -> None:
@@ -229,7 +235,7 @@ def test_message_seq_has_no_gaps_across_reopen_and_is_per_table(db: Path, clock:
                 row = once(j).enqueue("t", lambda s: {"seq": s.seq, "msg_id": s.msg_id})
                 assert row.json() == {"seq": row.seq, "msg_id": row.msg_id}
                 seen.append((row.seq, row.msg_id))
-                j.ack(row.msg_id)
+                j.outbox.ack(row.msg_id)
     assert [s for s, _ in seen] == list(range(1, 13))
     assert len({m for _, m in seen}) == 12
     with Journal(db, "PG-08", clock=clock) as other:
@@ -237,14 +243,14 @@ def test_message_seq_has_no_gaps_across_reopen_and_is_per_table(db: Path, clock:
         assert once(other).open_round(other.new_round_id()) == 1
     with Journal(db, "PG-07", clock=clock) as j:
         assert once(j).enqueue("t", "x").seq == 13
-        assert j.pending()[0].table_id == "PG-07" and len(j.pending()) == 1
+        assert j.outbox.pending()[0].table_id == "PG-07" and len(j.outbox.pending()) == 1
 
 
 def test_seq_without_gaps_from_threads(journal: Journal) -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         rows = list(pool.map(lambda i: once(journal).enqueue("t", {"i": i}), range(200)))
     assert sorted(r.seq for r in rows) == list(range(1, 201))
-    assert [r.seq for r in journal.pending(limit=500)] == list(range(1, 201))
+    assert [r.seq for r in journal.outbox.pending(limit=500)] == list(range(1, 201))
 
 
 def test_recover_voids_open_rounds(db: Path, clock: FakeClock) -> None:
@@ -263,8 +269,8 @@ def test_recover_voids_open_rounds(db: Path, clock: FakeClock) -> None:
         ]
 
     with Journal(db, "PG-07", clock=clock) as after:
-        assert after.recover(on_void=announce) == [crashed]
-        record = after.get_round(crashed)
+        assert after.rounds.recover(on_void=announce) == [crashed]
+        record = after.history.get_round(crashed)
         assert record is not None
         assert (record.status, record.reason) == (RoundStatus.VOID, "restart")
         assert record.closed_at == "2025-03-01T20:01:00.000Z"
@@ -275,10 +281,10 @@ def test_recover_voids_open_rounds(db: Path, clock: FakeClock) -> None:
                 crashed, "PG-07", 2, "2025-03-01T20:00:00.000Z", record.closed_at, "restart"
             )
         ]
-        last = after.pending()[-1]
+        last = after.outbox.pending()[-1]
         assert last.round_id == crashed and last.json()["status"] == "void"
-        assert after.get_round(settled).status is RoundStatus.SETTLED  # type: ignore[union-attr]
-        assert after.recover() == []
+        assert after.history.get_round(settled).status is RoundStatus.SETTLED  # type: ignore[union-attr]
+        assert after.rounds.recover() == []
         assert once(after).open_round(after.new_round_id()) == 3
 
 
@@ -297,10 +303,10 @@ def test_newer_schema_is_refused(db: Path) -> None:
 def test_backup_is_a_consistent_copy(journal: Journal, tmp_path: Path) -> None:
     round_id = play_round(journal)
     copy = tmp_path / "backup.sqlite3"
-    journal.backup(copy)
+    journal.upkeep.backup(copy)
     with Journal(copy, "PG-07") as restored:
-        assert restored.get_round(round_id) is not None
-        assert restored.integrity_check() == ["ok"]
+        assert restored.history.get_round(round_id) is not None
+        assert restored.upkeep.integrity_check() == ["ok"]
 
 
 CHILD = """
@@ -364,11 +370,11 @@ def test_kill_9_loses_no_committed_row(db: Path) -> None:
     assert len(committed) >= 40
 
     with Journal(db, "PG-K") as journal:
-        assert journal.integrity_check() == ["ok"]
+        assert journal.upkeep.integrity_check() == ["ok"]
         for round_id, _, _ in committed:
-            record = journal.get_round(round_id)
+            record = journal.history.get_round(round_id)
             assert record is not None and record.status is RoundStatus.SETTLED
-        pending = {r.msg_id: r for r in journal.pending(limit=100_000)}
+        pending = {r.msg_id: r for r in journal.outbox.pending(limit=100_000)}
         for round_id, msg_id, seq in committed:
             assert pending[msg_id].seq == int(seq)
             assert pending[msg_id].round_id == round_id
@@ -376,7 +382,7 @@ def test_kill_9_loses_no_committed_row(db: Path) -> None:
         seqs = sorted(r.seq for r in pending.values())
         assert seqs == list(range(1, len(seqs) + 1))
         # At most the round being dealt when the child died is still open.
-        assert len(journal.recover()) <= 1
+        assert len(journal.rounds.recover()) <= 1
 
 
 def test_device_events_read_back_as_the_same_event(journal: Journal) -> None:
@@ -386,7 +392,7 @@ def test_device_events_read_back_as_the_same_event(journal: Journal) -> None:
     once(journal).open_round(round_id)
     event = PacketDealt(device="shuffler", index=3, cards=("As", "JK", "?7f"))
     once(journal).record_event(event.kind, event, round_id)
-    record = journal.get_round(round_id)
+    record = journal.history.get_round(round_id)
     assert record is not None
     [stored] = record.events
     assert stored.kind == "packet_dealt"
@@ -395,20 +401,20 @@ def test_device_events_read_back_as_the_same_event(journal: Journal) -> None:
 
 def test_ack_many_and_mark_attempts_in_one_transaction(journal: Journal) -> None:
     rows = [once(journal).enqueue(f"t/{i}", {"i": i}) for i in range(5)]
-    journal.mark_attempts([rows[3].msg_id, rows[4].msg_id])
-    assert [r.attempts for r in journal.pending(10)] == [0, 0, 0, 1, 1]
-    assert journal.ack_many([rows[0].msg_id, rows[1].msg_id, "not-pending"]) == 2
-    assert [r.msg_id for r in journal.pending(10)] == [r.msg_id for r in rows[2:]]
-    assert journal.ack_many([]) == 0
+    journal.outbox.mark_attempts([rows[3].msg_id, rows[4].msg_id])
+    assert [r.attempts for r in journal.outbox.pending(10)] == [0, 0, 0, 1, 1]
+    assert journal.outbox.ack_many([rows[0].msg_id, rows[1].msg_id, "not-pending"]) == 2
+    assert [r.msg_id for r in journal.outbox.pending(10)] == [r.msg_id for r in rows[2:]]
+    assert journal.outbox.ack_many([]) == 0
 
 
 def test_cheap_counters_agree_with_stats(journal: Journal) -> None:
-    assert (journal.message_seq(), journal.outbox_pending()) == (0, 0)
+    assert (journal.outbox.message_seq(), journal.outbox.count()) == (0, 0)
     rows = [once(journal).enqueue(f"t/{i}", {"i": i}) for i in range(3)]
-    journal.ack(rows[0].msg_id)
-    stats = journal.stats()
-    assert journal.message_seq() == stats.message_seq == 3
-    assert journal.outbox_pending() == stats.outbox_pending == 2
+    journal.outbox.ack(rows[0].msg_id)
+    stats = journal.history.stats()
+    assert journal.outbox.message_seq() == stats.message_seq == 3
+    assert journal.outbox.count() == stats.outbox_pending == 2
 
 
 def test_a_schema_1_journal_is_migrated_with_its_rows(tmp_path: Path) -> None:
@@ -422,7 +428,7 @@ def test_a_schema_1_journal_is_migrated_with_its_rows(tmp_path: Path) -> None:
             "INSERT INTO events (round_id, at, kind, payload) VALUES (NULL, 'x', 'alarm', '{}')"
         )
     with Journal.open(path, "PG-01") as journal:
-        assert journal.stats().events == 1
+        assert journal.history.stats().events == 1
     with sqlite3.connect(path) as conn:
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}

@@ -372,13 +372,14 @@ async def test_non_ascii_signatures_among_legitimate_commands_end_no_session(
 async def test_a_defect_while_parsing_submitting_or_replying_ends_no_session(
     broker: Mosquitto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Defence in depth (publisher ``_command``): a parser that raises something unforeseen is
-    a ``malformed`` refusal, journaled and answered; a failing submit is answered; a failing
-    reply is logged. None of them ends the session."""
-    from controller.mqtt import publisher
+    """Defence in depth (the command intake's ``_command``): a parser that raises something
+    unforeseen is a ``malformed`` refusal, journaled and answered; a failing submit is answered;
+    a failing reply is logged. None of them ends the session."""
+    from controller.mqtt import commands
+    from controller.mqtt.session import Session
 
     parse = parse_signed_command
-    publish_acked = publisher._Client.publish_acked
+    publish_acked = Session.publish_acked
 
     def parse_with_a_defect(
         prefix: str, topic: str, payload: bytes, *args: Any, **kwargs: Any
@@ -392,8 +393,8 @@ async def test_a_defect_while_parsing_submitting_or_replying_ends_no_session(
             raise RuntimeError("a defect in the reply")
         return await publish_acked(self, topic, payload, **kw)
 
-    monkeypatch.setattr(publisher, "parse_signed_command", parse_with_a_defect)  # as imported
-    monkeypatch.setattr(publisher._Client, "publish_acked", publish_with_a_defect)
+    monkeypatch.setattr(commands, "parse_signed_command", parse_with_a_defect)  # as imported
+    monkeypatch.setattr(Session, "publish_acked", publish_with_a_defect)
     service = MqttService()
     workdir = tmp_path / "table"
     with structlog.testing.capture_logs() as events:

@@ -55,9 +55,10 @@ async def test_a_link_the_broker_drops_leaves_no_exception_behind(broker: Mosqui
         client = Client("127.0.0.1", broker.port)
         async with client:
             await broker.kill()
-            async with asyncio.timeout(10):
-                while not client._disconnected.done():
-                    await asyncio.sleep(0.05)
+            # The client reads the broker's end on loopback within a loop turn or two; nothing
+            # public says so without reading the exception this test is about, so it waits
+            # generously (with aiomqtt's own client this logs "never retrieved").
+            await asyncio.sleep(0.5)
         del client
         gc.collect()
         await asyncio.sleep(0)

@@ -14,7 +14,8 @@ import pytest
 from controller.clock import utc_now
 from controller.journal import Journal
 from controller.journal import store as journal_store
-from controller.mqtt.publisher import RESEND_PER_MINUTE, MqttService
+from controller.mqtt.commands import RESEND_PER_MINUTE
+from controller.mqtt.publisher import MqttService
 from controller.mqtt.signing import CommandVerifier, SignatureRefused, sign
 from simulators.mosquitto import Mosquitto
 from tests.harness import running_table

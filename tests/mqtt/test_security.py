@@ -17,7 +17,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from controller.daemon import wait_for
-from controller.mqtt.publisher import MqttService, _Client
+from controller.mqtt.publisher import MqttService
+from controller.mqtt.session import Options, Session
 from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
 from tests.mqtt.conftest import (
@@ -160,14 +161,10 @@ async def test_acl_limits_the_table_to_its_prefix_and_the_password_is_never_logg
             assert any(e["event"] == "command_reply_refused" for e in events)
 
             # The table's user, as such: it may write its prefix only, read its commands only.
-            async with _Client(
-                "127.0.0.1",
-                broker.port,
-                username="table-pg-t1",
-                password=secret,
-                identifier="acl-probe",
-                protocol=aiomqtt.ProtocolVersion.V5,
-            ) as probe:
+            probe_options = Options(
+                client_id="acl-probe", v5=True, username="table-pg-t1", password=secret
+            )
+            async with Session("127.0.0.1", broker.port, probe_options) as probe:
                 own = await probe.publish_acked(f"{PREFIX}alarm", b"{}")
                 other = await probe.publish_acked("casino/demo/paigow/PG-T2/round", b"{}")
                 assert not own.is_failure and other.is_failure
@@ -182,8 +179,8 @@ async def test_acl_limits_the_table_to_its_prefix_and_the_password_is_never_logg
                 await sub.client.publish("casino/demo/paigow/PG-T2/cmd/void_round", b"{}", qos=1)
                 await sub.client.publish(f"{PREFIX}cmd/zz_probe", b"{}", qos=1)
                 async with asyncio.timeout(10):
-                    async for message in probe.messages:
-                        topic = message.topic.value
+                    async for message in probe.messages():
+                        topic = message.topic
                         assert topic.startswith(f"{PREFIX}cmd/"), topic
                         if topic == f"{PREFIX}cmd/zz_probe":
                             break
