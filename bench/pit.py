@@ -1,6 +1,6 @@
 """The pit at scale (issues 25, 31): many simulated tables publish real feeds — schema-valid,
 sequenced, hash-chained, signed-checkpointed and signed, made with the table's own message code
-(pit/simfeed.py) — into one Mosquitto; the pit (``paigow-table pit run``, a separate process; or
+(simulators/feed.py) — into one Mosquitto; the pit (``paigow-table pit run``, a separate process; or
 ``--pits N`` of them in an MQTT 5 shared subscription, one database) ingests them into a
 PostgreSQL of the benchmark's own (a private cluster in a temporary directory, never the
 machine's) or SQLite; during the run the broker, the pit (the first) and PostgreSQL are each
@@ -60,8 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from controller.mqtt.client import Client
 from controller.mqtt.wire import NODELAY
 from pit.service import settle_collector
-from pit.simfeed import SimTable, sim_keys_text, wire
 from pit.store import Store, parse_time
+from simulators.feed import SimTable, sim_keys_text, wire
 from simulators.mosquitto import Mosquitto, free_port, with_parent
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -870,8 +870,8 @@ def ingest_cost(
 ) -> dict[str, Any]:
     """Messages a second, CPU ms and database statements a message of ``Store.ingest`` (the
     pit's whole ingest but MQTT) on ``n`` simulated messages of 50 tables, in batches."""
-    from pit.simfeed import SimulatedKeys
     from pit.store import Incoming, migrate
+    from simulators.feed import SimulatedKeys
 
     workdir = Path(tempfile.mkdtemp(prefix="paigow-pit-ingest-"))
     try:
@@ -930,7 +930,7 @@ def verify_cost(n: int, *, freeze: bool = True) -> dict[str, Any]:
     alone (``verify_envelope`` on the parsed message), best of three passes."""
     from controller.feed_signature import verify_envelope
     from pit import judge
-    from pit.simfeed import SimulatedKeys
+    from simulators.feed import SimulatedKeys
 
     keys = SimulatedKeys()
     tables = [SimTable(f"T{i:04d}", site="bench", key=KEY, seed=i + 1) for i in range(20)]

@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from controller.feed_signature import FeedSigner, keyring, verify_envelope
 from controller.journal import OutboxRow
 from controller.mqtt.wire import wire_payload
-from pit.simfeed import SimTable
+from simulators.feed import SimTable
 
 
 def _rows() -> dict[str, OutboxRow]:

@@ -86,8 +86,8 @@ def link(config: PitConfig, *, subscriber: bool) -> Link:
     b = config.broker
     tls = None
     if b.ca_file or b.cert_file:
-        from controller.config import TlsConfig
-        from controller.mqtt.wire import tls_context
+        from controller.config.models import TlsConfig
+        from controller.config.readers import tls_context
 
         tls = tls_context(
             TlsConfig(ca_file=b.ca_file, cert_file=b.cert_file, key_file=b.key_file),

@@ -250,7 +250,7 @@ def cmd_verify_report(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from controller.cli.exits import port_free
-    from pit.demo import run_demo
+    from simulators.pit_demo import run_demo
 
     port_free(args.http_port, "--http-port")
 

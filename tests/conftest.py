@@ -47,7 +47,7 @@ FIXTURE_MARKS: dict[str, str] = {
 HELPER_MARKS: dict[tuple[str, str], str] = {
     ("tests.harness", "running_table"): "daemon",
     ("tests.harness", "RunningTable"): "daemon",
-    ("pit.tables", "TableDaemon"): "daemon",  # a real table daemon for the pit's tests
+    ("simulators.tables", "TableDaemon"): "daemon",  # a real table daemon for the pit's tests
     ("tests.display.conftest", "kiosk"): "browser",
     ("simulators.mosquitto", "Mosquitto"): "broker",
 }

@@ -32,8 +32,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from controller.cli.exits import port_free
 
     port_free(args.http_port, "--http-port")  # one line now, not a traceback after 10 s
-    if args.tables is not None:  # a pit of N tables: real daemons and the pit (pit/demo.py)
-        from pit.demo import run_demo as run_pit_demo
+    if (
+        args.tables is not None
+    ):  # a pit of N tables: real daemons and the pit (simulators/pit_demo.py)
+        from simulators.pit_demo import run_demo as run_pit_demo
 
         args.database = ""
         try:

@@ -19,8 +19,8 @@ from playwright import async_api as playwright_api
 from controller.mqtt.wire import NODELAY
 from pit.config import PitConfig, parse_pit_config
 from pit.ingest import Ingest
-from pit.simfeed import SimulatedKeys
 from pit.store import Outcome, Store, migrate
+from simulators.feed import SimulatedKeys
 from simulators.mosquitto import Mosquitto
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -144,7 +144,7 @@ def feed_keys_file(
     at install; the daemon finds it beside its journal)."""
     from controller.mqtt.feed_key import create_feed_key
     from pit.keys import keys_line
-    from pit.simfeed import sim_keys_text
+    from simulators.feed import sim_keys_text
 
     lines = [sim_keys_text(list(simulated))]
     for table_id, workdir in (daemons or {}).items():

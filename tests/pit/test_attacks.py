@@ -20,8 +20,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller.messages import AlarmAckPayload, AlarmPayload, envelope
-from pit.simfeed import SimTable, SimulatedKeys, wire
 from pit.store import Incoming, Store, migrate
+from simulators.feed import SimTable, SimulatedKeys, wire
 from simulators.mosquitto import Mosquitto
 from tests.pit.conftest import KEY, RunningIngest, make_config, publish, read_store
 

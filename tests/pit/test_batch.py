@@ -16,8 +16,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from pit import judge
-from pit.simfeed import SimTable, SimulatedKeys, sim_signer, wire
 from pit.store import Incoming, Limits, Store, migrate
+from simulators.feed import SimTable, SimulatedKeys, sim_signer, wire
 from tests.pit.conftest import KEY, postgres_database
 
 ROOT = "casino/demo/paigow/"

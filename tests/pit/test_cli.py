@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from pit.config import PitConfigError, parse_pit_config
-from pit.simfeed import SimTable, SimulatedKeys, wire
 from pit.store import Incoming, Store
 from pit.web import PitWeb
+from simulators.feed import SimTable, SimulatedKeys, wire
 from tests.pit.conftest import KEY
 
 

@@ -23,7 +23,7 @@ from pit.admission import UNREGISTERED
 from pit.config import PitConfig, parse_pit_config
 from pit.record import REJECT_SAMPLE_EVERY, REJECT_SAMPLES, UNREGISTERED_ALARMS
 from pit.service import Pit, install_backoff
-from pit.simfeed import SimTable, unsigned, wire
+from simulators.feed import SimTable, unsigned, wire
 from simulators.mosquitto import Mosquitto
 from tests.pit.conftest import feed_keys_file, publish, read_store
 from tests.pit.test_resend import _running

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pit.simfeed import SimTable, wire
+from simulators.feed import SimTable, wire
 from simulators.mosquitto import Mosquitto
 from tests.pit.conftest import KEY, RunningIngest, make_config, publish, read_store
 

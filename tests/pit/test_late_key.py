@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from controller.feed_signature import FeedSigner
 from pit.awaiting import AwaitingKeys
 from pit.keys import FeedKeys, keys_line
-from pit.simfeed import SimTable, sim_signer, wire
 from pit.store import Incoming, Store, migrate
+from simulators.feed import SimTable, sim_signer, wire
 from tests.pit.conftest import KEY, feed_keys_file
 
 ROOT = "casino/demo/paigow/"

@@ -11,8 +11,8 @@ from pathlib import Path
 from controller.mqtt.feed_key import create_feed_key
 from pit.keys import keys_line
 from pit.store import Store
-from pit.tables import TableDaemon, table_mqtt_section
 from simulators.mosquitto import Mosquitto
+from simulators.tables import TableDaemon, table_mqtt_section
 from tests.pit.conftest import KEY, feed_keys_file
 from tests.pit.test_tables import (
     _deal_and_close,

@@ -23,9 +23,9 @@ from typing import Any
 
 import aiohttp
 
-from pit.simfeed import SimTable, wire
-from pit.tables import TableDaemon, table_mqtt_section
+from simulators.feed import SimTable, wire
 from simulators.mosquitto import Mosquitto
+from simulators.tables import TableDaemon, table_mqtt_section
 from tests.pit.conftest import (
     KEY,
     RunningIngest,

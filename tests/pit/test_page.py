@@ -21,9 +21,9 @@ from playwright import async_api as playwright_api
 from controller.display.dealers import hash_pin
 from pit.config import PitConfig, parse_pit_config
 from pit.service import Pit
-from pit.simfeed import SimTable, wire
-from pit.tables import TableDaemon, table_mqtt_section
+from simulators.feed import SimTable, wire
 from simulators.mosquitto import Mosquitto
+from simulators.tables import TableDaemon, table_mqtt_section
 from tests.display.conftest import SCREENSHOTS
 from tests.pit.conftest import KEY, feed_keys_file, publish
 

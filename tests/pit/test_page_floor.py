@@ -19,8 +19,8 @@ import pytest
 from playwright import async_api as playwright_api
 
 from pit.config import PitConfig, parse_pit_config
-from pit.simfeed import SimTable, SimulatedKeys, wire
 from pit.store import Incoming, Outcome, Store, migrate
+from simulators.feed import SimTable, SimulatedKeys, wire
 from simulators.mosquitto import Mosquitto
 from tests.pit.conftest import KEY
 from tests.pit.test_page import SCREENS, WAIT_MS, RunningPit

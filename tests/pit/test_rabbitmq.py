@@ -16,7 +16,7 @@ from pathlib import Path
 
 import aiomqtt
 
-from pit.tables import TableDaemon, table_mqtt_section
+from simulators.tables import TableDaemon, table_mqtt_section
 from tests.pit.conftest import KEY, RunningIngest, feed_keys_file, make_config, read_store
 from tests.pit.test_tables import _deal_and_close
 

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 from controller.journal.checkpoints import sign_checkpoint
 from pit import shift
-from pit.simfeed import SimTable, SimulatedKeys, wire
 from pit.store import Incoming, Store, migrate
+from simulators.feed import SimTable, SimulatedKeys, wire
 from tests.pit.conftest import KEY
 
 ROOT = "casino/demo/paigow/"

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from pit.config import PitConfig, parse_pit_config
 from pit.liveness import seq_ranges
 from pit.service import Pit
-from pit.tables import TableDaemon, table_mqtt_section
 from simulators.mosquitto import Mosquitto
+from simulators.tables import TableDaemon, table_mqtt_section
 from tests.pit.conftest import feed_keys_file, read_store
 
 

@@ -22,10 +22,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from controller.feed_signature import FeedSigner
 from pit.keys import FeedKeys
-from pit.simfeed import SimTable, sim_signer, unsigned, wire
 from pit.store import Incoming, Store, migrate
-from pit.tables import TableDaemon, table_mqtt_section
+from simulators.feed import SimTable, sim_signer, unsigned, wire
 from simulators.mosquitto import Mosquitto
+from simulators.tables import TableDaemon, table_mqtt_section
 from tests.forgery import cut_last_round, rewrite_row
 from tests.pit.conftest import KEY, RunningIngest, feed_keys_file, make_config, publish, read_store
 from tests.pit.test_tables import _outbox, _wait

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from pit.store import Store
-from pit.tables import TableDaemon, table_mqtt_section
 from simulators.mosquitto import Mosquitto, with_parent
+from simulators.tables import TableDaemon, table_mqtt_section
 from tests.pit.conftest import KEY, feed_keys_file
 
 

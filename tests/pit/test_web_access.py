@@ -25,9 +25,9 @@ from controller.display.dealers import hash_pin
 from controller.messages import AlarmPayload, envelope
 from pit.config import PitConfig, parse_pit_config
 from pit.service import store_factory
-from pit.simfeed import SimTable, wire
 from pit.store import Incoming, migrate
 from pit.web import PitWeb, serving
+from simulators.feed import SimTable, wire
 from simulators.mosquitto import Mosquitto
 from tests.display.conftest import chromium
 from tests.pit.conftest import feed_keys_file

@@ -24,8 +24,8 @@ from typing import TextIO
 from pit.config import parse_pit_config
 from pit.service import Pit
 from pit.store import migrate
-from pit.tables import TableDaemon, table_mqtt_section
 from simulators.mosquitto import Mosquitto, free_port
+from simulators.tables import TableDaemon, table_mqtt_section
 
 
 def _secret_file(path: Path, text: str) -> Path:
