@@ -198,8 +198,8 @@ async def test_pit_page_live_tiles_and_acknowledge_by_signed_command(
                 copy = Store(db_url, root="casino/demo/paigow/")
                 alarms = copy.all("SELECT code, acked_by FROM alarms")
                 copy.close()
-                said = f"pit alarms {alarms}; links {pit.web.links.as_dict()}"
-                raise AssertionError(f"not acknowledged on the page; {said}; log:\n{log}") from None
+                seen = f"pit alarms {alarms}; links {pit.web.links.as_dict()}"
+                raise AssertionError(f"not acknowledged on the page; {seen}; log:\n{log}") from None
             assert dialogs == []  # never a browser alert
             sent = pit.web.hub  # the signed command the pit sent, named
             del sent
