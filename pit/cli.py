@@ -83,7 +83,7 @@ def add_demo_arguments(p: argparse.ArgumentParser) -> None:
 def _config(path: str) -> PitConfig:
     """The config, checked as ``pit check-config`` checks it (every file it names read): every
     error on stderr and exit 78 (EX_CONFIG, which the unit does not restart on)."""
-    from controller.cli.exits import existing_file
+    from controller.exits import existing_file
     from pit.config_check import check_pit_config
 
     existing_file(path, "config")  # 66 or 74, one line: a typo is not a config error
@@ -144,7 +144,7 @@ def _store(config: PitConfig) -> Store:
     """The pit's database for a command that reads it: one it lacks (a SQLite file that is not
     there) is 66, one it cannot reach (the server down, the database missing on it, no
     permission) is 69 with the database's own reason, one line each, never a traceback."""
-    from controller.cli.exits import EXIT_NOINPUT, CliError
+    from controller.exits import EXIT_NOINPUT, CliError
     from pit.db import Shifts, sqlite_file
     from pit.store import Store
 
@@ -160,7 +160,7 @@ def _store(config: PitConfig) -> Store:
 @contextlib.contextmanager
 def _database(url: str) -> Iterator[None]:
     """The database's failures as the command's one line and status 69 (module ``_store``)."""
-    from controller.cli.exits import EXIT_UNAVAILABLE, CliError
+    from controller.exits import EXIT_UNAVAILABLE, CliError
     from pit.db import database_down, down_reason
 
     try:
@@ -228,7 +228,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_report(args: argparse.Namespace) -> int:
-    from controller.cli.exits import EXIT_DATAERR, CliError, existing_file
+    from controller.exits import EXIT_DATAERR, CliError, existing_file
     from pit import shift
     from pit.config import read_hex_key
 
@@ -249,7 +249,7 @@ def cmd_verify_report(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from controller.cli.exits import port_free
+    from controller.exits import port_free
     from simulators.pit_demo import run_demo
 
     port_free(args.http_port, "--http-port")

@@ -252,7 +252,7 @@ def check_pit_config_main(
     """Every error as ``FILE: KEY: MESSAGE`` and warning as ``FILE: KEY: warning: …`` on
     stderr; 1 with errors (a finding, as the table's ``check-config``; ``pit run`` exits 78 on
     them), else 0 and ``FILE: OK``."""
-    from controller.cli.exits import existing_file
+    from controller.exits import existing_file
 
     existing_file(path, "config")  # 66 / 74, one line
     stdout, stderr = out or sys.stdout, err or sys.stderr

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from controller.cli.exits import (
+from controller.exits import (
     EXIT_DATAERR,
     EXIT_FINDING,
     EXIT_IOERR,
@@ -171,7 +171,7 @@ def cmd_authenticate(args: argparse.Namespace) -> int:
 
 
 def cmd_software(args: argparse.Namespace) -> int:
-    from controller.cli.exits import EXIT_NOINPUT, CliError, file_refusal
+    from controller.exits import EXIT_NOINPUT, CliError, file_refusal
     from controller.software import check_software, seal
 
     if args.prefix and not Path(args.prefix).is_dir():

@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from controller.cli.exits import EXIT_DATAERR, CliError, file_refusal
+from controller.exits import EXIT_DATAERR, CliError, file_refusal
 
 
 def _key_path(args: argparse.Namespace) -> Path:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
 
-from controller.cli.exits import EXIT_DATAERR, EXIT_IOERR, EXIT_NOINPUT, CliError, Parser
+from controller.exits import EXIT_DATAERR, EXIT_IOERR, EXIT_NOINPUT, CliError, Parser
 from controller.game.cards import CardError, card_texts, parse_cards
 from controller.game.house_way import HouseWayError, house_way
 from controller.game.house_way_cache import Setter

@@ -8,7 +8,7 @@ import contextlib
 import sqlite3
 import sys
 
-from controller.cli.exits import (
+from controller.exits import (
     EXIT_DATAERR,
     EXIT_IOERR,
     EXIT_USAGE,

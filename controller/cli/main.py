@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 
 from controller.cli import house_way, table
-from controller.cli.exits import (
+from controller.exits import (
     EXIT_DATAERR,
     CliError,
     Parser,
@@ -95,6 +95,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _refuse(name: str, message: str, code: int) -> int:
-    """One line on stderr, no traceback, and the status that says why (controller/cli/exits)."""
+    """One line on stderr, no traceback, and the status that says why (controller/exits)."""
     print(f"paigow-table {name}: {message}", file=sys.stderr, flush=True)
     return code

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from controller.cli.exits import EXIT_DATAERR, EXIT_UNAVAILABLE, CliError, file_refusal
+from controller.exits import EXIT_DATAERR, EXIT_UNAVAILABLE, CliError, file_refusal
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey

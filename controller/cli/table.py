@@ -11,7 +11,7 @@ import sys
 def cmd_run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from controller.cli.exits import existing_file
+    from controller.exits import existing_file
     from controller.wiring import run_from_config
 
     existing_file(args.config, "config")  # 66 or 74 as every command; a bad one is 78
@@ -19,8 +19,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    from controller.cli.exits import existing_file
     from controller.config_check import check_config_main
+    from controller.exits import existing_file
 
     existing_file(args.file, "config")  # 66 or 74, one line: a typo is not a config error
     return check_config_main(args.file)
@@ -29,7 +29,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     import asyncio
 
-    from controller.cli.exits import port_free
+    from controller.exits import port_free
 
     port_free(args.http_port, "--http-port")  # one line now, not a traceback after 10 s
     if (

@@ -37,7 +37,7 @@ def test_a_deeply_nested_way_is_a_syntax_error_naming_its_line(
 def test_house_way_check_and_diff_say_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     deep = str(_planted(tmp_path))
     for args in (["house-way", "check", deep], ["house-way", "diff", deep, "classic"]):
-        assert main(args) == 65  # not a way file (controller/cli/exits.py)
+        assert main(args) == 65  # not a way file (controller/exits.py)
         message = capsys.readouterr().err
         assert message.startswith("paigow-table house-way ") and "deep.toml:3" in message
         assert message.count("\n") == 1 and "Traceback" not in message

@@ -1,6 +1,6 @@
 """The pit as a casino's IT installs it (issue 31): ``paigow-table pit check-config FILE`` says
 every error at once with the key meant, as the table's check-config does; a missing config or a
-directory is one line and an exit status (controller/cli/exits.py), never a traceback, for
+directory is one line and an exit status (controller/exits.py), never a traceback, for
 ``check-config`` and ``run`` alike (``pit run --config config/pit.example.toml`` from a checkout
 ended in a FileNotFoundError traceback); with the broker down the ingest's warnings back off."""
 

@@ -107,7 +107,7 @@ def test_verify_report_on_a_report_it_cannot_trust_says_so_in_a_line(
 ) -> None:
     """A report whose hmac is not ASCII, holds a lone surrogate, is not an object or not JSON
     at all: 'WRONG' (exit 1, a finding) or one line on stderr (exit 65, not a report: the exit
-    codes of controller/cli/exits.py), never a traceback (issue 30)."""
+    codes of controller/exits.py), never a traceback (issue 30)."""
     config = _config(tmp_path, f"sqlite:///{tmp_path / 'pit.sqlite3'}")
     report = tmp_path / "report.json"
     cases = {'{"hmac": "é"}': 1, '{"hmac": "\\ud800", "x": "\\ud800"}': 1, "[1, 2]": 65}
