@@ -41,6 +41,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
+from controller.config.readers import tls_context
 from pit.config import PitConfig, read_secret
 
 #: paho's message as the pit takes it: ``topic`` (str), ``payload`` (bytes), ``qos``,
@@ -84,15 +85,7 @@ def link(config: PitConfig, *, subscriber: bool) -> Link:
     """The pit's connection from its ``[broker]``: the subscriber's persistent session under
     the pit's own client id, or a command's short connection under an id of its own."""
     b = config.broker
-    tls = None
-    if b.ca_file or b.cert_file:
-        from controller.config.models import TlsConfig
-        from controller.config.readers import tls_context
-
-        tls = tls_context(
-            TlsConfig(ca_file=b.ca_file, cert_file=b.cert_file, key_file=b.key_file),
-            passphrase=None,
-        )
+    tls = tls_context(b, passphrase=None) if b.ca_file or b.cert_file else None
     password = read_secret(b.password_file) if b.password_file else None
     common = Link(
         b.host, b.port, b.client_id, protocol=b.protocol, username=b.username,

@@ -9,10 +9,9 @@ from __future__ import annotations
 import ssl
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from controller.config.fields import read_secret
-from controller.config.models import TlsConfig
 from controller.credentials import BADGE, TOKEN_CHARS
 
 if TYPE_CHECKING:
@@ -126,8 +125,20 @@ def _no_passphrase() -> str:
     )
 
 
+class TlsFiles(Protocol):
+    """The files a TLS client needs: the table's ``mqtt.tls`` and the pit's ``[broker]`` both
+    have them."""
+
+    @property
+    def ca_file(self) -> Path | None: ...
+    @property
+    def cert_file(self) -> Path | None: ...
+    @property
+    def key_file(self) -> Path | None: ...
+
+
 def tls_context(
-    tls: TlsConfig, *, passphrase: Callable[[], str] | None = _no_passphrase
+    tls: TlsFiles, *, passphrase: Callable[[], str] | None = _no_passphrase
 ) -> ssl.SSLContext:
     """Verify the broker against ``ca_file`` (or the system store) and present the client
     certificate when one is configured. TLS 1.2 or newer. Files that are not PEM raise
