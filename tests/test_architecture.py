@@ -281,7 +281,6 @@ OVER_BUDGET = {
     "controller/game/hands.py::_by_groups": "a hot path of the evaluator, kept whole for speed",
     "controller/game/way/language.py::_condition": "the way language's condition grammar",
     "controller/game/way/language.py::_rule": "the way language's rule grammar",
-    "controller/mqtt/publisher.py::MqttService": "the session, the drain and the commands",
     "controller/protection/watch.py::Watch.observe": "every test fed one round, in order",
     "simulators/demo.py::_run_demo": "the demo's script, step by step",
     "simulators/usb_backend.py::SimulatedHidBackend": "pyusb's IBackend interface, as it is",
