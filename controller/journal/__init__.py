@@ -1,7 +1,10 @@
 """The table's journal: SQLite in WAL mode, the source of truth (docs/architecture.md).
 
-store.py    the schema, ``Journal`` and its one write API, ``Transaction``: the event and
-            everything it caused, in one transaction; the outbox; ids and sequence numbers
+store.py    ``Journal``, the owner of the one connection, with its parts by role
+            (``rounds``, ``outbox``, ``history``, ``kept``, ``upkeep``) and its one write API,
+            ``Transaction``: the event and everything it caused, in one transaction; ids and
+            sequence numbers
+views.py    the outbox and the history as the services see them
 history.py  the rounds as the supervisor reads them back
 maintenance.py  check, salvage and archive the file (docs/journal.md); retention.py runs the
             archive in the daemon
