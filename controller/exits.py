@@ -9,6 +9,8 @@ import argparse
 import contextlib
 import os
 import sqlite3
+import sys
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 from urllib.parse import quote
@@ -31,16 +33,39 @@ EXIT_STATUSES = (
 )
 
 
+#: A command's verbs (``house-way check FILE``): given the command's words, the parser that
+#: takes them instead and the words it gets, or None when no verb is named.
+Verbs = Callable[[list[str]], "tuple[argparse.ArgumentParser, list[str]] | None"]
+
+
 class Parser(argparse.ArgumentParser):
     """argparse's parser whose usage error is one line on stderr, exit 2 (the rule of every
     status but 0 and 1), naming the ``--help`` that shows the usage, and whose ``--help`` ends
     with the exit statuses unless it says its own. Subcommands' parsers are of the same class
     (argparse makes them of their parent's), so every command's are, through argparse's public
-    constructor alone."""
+    constructor alone; so ``verbs`` is also a keyword of ``add_parser``: a command line that
+    names a verb is parsed by the verb's own parser (its options anywhere, its own --help)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, verbs: Verbs | None = None, **kwargs: Any) -> None:
         kwargs["epilog"] = kwargs.get("epilog") or EXIT_STATUSES
         super().__init__(*args, **kwargs)
+        self.verbs = verbs
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed: tuple[argparse.Namespace, list[str]]
+        if self.verbs is None:
+            parsed = super().parse_known_args(args, namespace)
+            return parsed
+        words = list(sys.argv[1:] if args is None else args)
+        verb = self.verbs(words)
+        if verb is not None:
+            parser, rest = verb
+            parsed = parser.parse_known_args(rest, namespace)
+            return parsed
+        parsed = super().parse_known_args(words, namespace)
+        return parsed
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import re
@@ -186,22 +187,49 @@ _SHELL_END = {";", "|", "||", "&&", ">", ">>", "<", "2>", "2>&1", "&", "#"}
 
 
 def _parser() -> argparse.ArgumentParser:
-    from controller.cli import _registrars, build_parser
+    from controller.cli import command_parser
 
-    return build_parser(_registrars())
-
-
-def _children(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    """The subcommands (or house-way's verbs) a parser takes as its next word."""
-    verbs: dict[str, argparse.ArgumentParser] = dict(getattr(parser, "verbs", {}))
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            verbs.update(action.choices)
-    return verbs
+    return command_parser()
 
 
-def _options(parser: argparse.ArgumentParser) -> set[str]:
-    return {o for a in parser._actions for o in a.option_strings}
+_NO_SUCH = "no-such-subcommand"
+
+
+@functools.cache
+def _answer(*words: str) -> tuple[int | str | None, str, str]:
+    """The real parser's answer to ``paigow-table WORDS``: its exit code (None if it parsed),
+    and what it printed on stdout and stderr (a command is only parsed, never run)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            _parser().parse_args(list(words))
+        except SystemExit as exc:
+            return exc.code, out.getvalue(), err.getvalue()
+    return None, out.getvalue(), err.getvalue()
+
+
+def _subcommands(path: list[str]) -> set[str] | None:
+    """The subcommands ``paigow-table PATH`` takes as its next word, as its usage error for
+    one it does not know lists them (None: it takes none)."""
+    _code, _out, err = _answer(*path, _NO_SUCH)
+    listed = re.search(rf"invalid choice: '{_NO_SUCH}' \(choose from ([^)]*)\)", err)
+    return None if listed is None else set(re.findall(r"'([^']*)'", listed.group(1)))
+
+
+def _usage(path: list[str]) -> str:
+    """The command ``paigow-table PATH --help`` shows the usage of ("" if none)."""
+    _code, out, _err = _answer(*path, "--help")
+    found = re.match(r"usage: (.*?)\s+\[-h\]", out, re.S)  # -h: every parser's first option
+    return found.group(1) if found else ""
+
+
+def _options(path: list[str]) -> set[str]:
+    """The options of ``paigow-table PATH``, as its --help lists them (``  -j, --journal J``)."""
+    _code, out, _err = _answer(*path, "--help")
+    invocations = [
+        re.split(r"\s{2,}", line.strip())[0] for line in re.findall(r"^  -.*", out, re.M)
+    ]
+    return {part.split(" ")[0] for inv in invocations for part in inv.split(", ")}
 
 
 def _words(command: str) -> list[str]:
@@ -237,24 +265,21 @@ def _commands() -> list[tuple[str, str, bool]]:
     ]
 
 
-def _walk(words: list[str]) -> tuple[argparse.ArgumentParser, list[str], list[str]]:
-    """The parser the command's subcommand words lead to, the words that led there, the rest."""
-    parser = _parser()
+def _walk(words: list[str]) -> tuple[list[str], list[str]]:
+    """The subcommand words of a command (its subcommands, house-way's verbs), and the rest."""
     path: list[str] = []
     rest = list(words)
     while rest and rest[0] in {"--wheel", "--version"}:
         rest = rest[2:] if rest[0] == "--wheel" else rest[1:]
-    while rest:
-        children = _children(parser)
-        if not children or rest[0].startswith("-") or _PLACEHOLDER.search(rest[0]):
-            break
-        if hasattr(parser, "verbs") and rest[0] not in children:
-            break  # house-way's cards
-        word = rest.pop(0)
-        if word not in children:
+    while rest and not rest[0].startswith("-") and not _PLACEHOLDER.search(rest[0]):
+        word = rest[0]
+        subcommands = _subcommands(path)
+        if subcommands is not None and word not in subcommands:
             raise LookupError(f"no subcommand {' '.join([*path, word])!r}")
-        parser, path = children[word], [*path, word]
-    return parser, path, rest
+        if subcommands is None and _usage([*path, word]) != f"{_usage(path)} {word}":
+            break  # an argument (house-way's cards), not a verb with its own parser
+        path.append(rest.pop(0))
+    return path, rest
 
 
 def test_every_command_and_option_the_docs_show_exists() -> None:
@@ -264,11 +289,12 @@ def test_every_command_and_option_the_docs_show_exists() -> None:
     problems = []
     for name, command, _complete in commands:
         try:
-            parser, path, rest = _walk(_words(command))
+            path, rest = _walk(_words(command))
         except LookupError as exc:
             problems.append(f"{name}: {command}: {exc}")
             continue
-        known = _options(parser)
+        known = _options(path)
+        assert "--help" in known, f"paigow-table {' '.join(path)} --help lists no options"
         for word in rest:
             option = word.split("=")[0].strip("[]")
             if option.startswith("--") and option not in known:

@@ -414,24 +414,20 @@ def cmd_house_way(args: argparse.Namespace) -> int:
     return 0
 
 
-class _HouseWayParser(Parser):
+class _Verbs:
     """``house-way``: seven cards (or none, for a stream), or the verbs ``check FILE`` and
-    ``diff A B``, each its own parser, so its options go anywhere and ``--help`` is its own."""
+    ``diff A B``, each its own parser, so its options go anywhere and ``--help`` is its own
+    (``exits.Parser``'s ``verbs``)."""
 
-    verbs: dict[str, argparse.ArgumentParser]
+    def __init__(self) -> None:
+        self.parsers: dict[str, argparse.ArgumentParser] = {}
 
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
-        words = list(sys.argv[1:] if args is None else args)
+    def __call__(self, words: list[str]) -> tuple[argparse.ArgumentParser, list[str]] | None:
         at = _first_word(words)
-        verb = getattr(self, "verbs", {}).get(words[at]) if at is not None else None
-        if verb is not None and at is not None:
-            parsed: tuple[argparse.Namespace, list[str]]
-            parsed = verb.parse_known_args(words[:at] + words[at + 1 :], namespace)
-            return parsed
-        parsed = super().parse_known_args(words, namespace)
-        return parsed
+        verb = self.parsers.get(words[at]) if at is not None else None
+        if verb is None or at is None:
+            return None
+        return verb, words[:at] + words[at + 1 :]
 
 
 def _first_word(words: Sequence[str]) -> int | None:
@@ -475,25 +471,21 @@ def _verbs(prog: str) -> dict[str, argparse.ArgumentParser]:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    saved = sub._parser_class
-    sub._parser_class = _HouseWayParser
-    try:
-        p = sub.add_parser(
-            "house-way",
-            help="set seven cards by the House Way; check or compare way files",
-            description=(
-                "Set seven cards by the House Way (docs/rules.md §7, or --way). With cards: "
-                "print the setting. Without: read hands from stdin, one per line, and write one "
-                "JSON line per hand. 'house-way check FILE' proves a way file over all "
-                "154,143,080 hands (one rule for each, no foul); 'house-way diff A B' gives the "
-                "exact share of hands two ways set differently, by rule pair (each has its own "
-                "--help; docs/house-way.md)."
-            ),
-        )
-    finally:
-        sub._parser_class = saved
-    assert isinstance(p, _HouseWayParser)
-    p.verbs = _verbs(p.prog)
+    verbs = _Verbs()
+    p = sub.add_parser(
+        "house-way",
+        help="set seven cards by the House Way; check or compare way files",
+        description=(
+            "Set seven cards by the House Way (docs/rules.md §7, or --way). With cards: "
+            "print the setting. Without: read hands from stdin, one per line, and write one "
+            "JSON line per hand. 'house-way check FILE' proves a way file over all "
+            "154,143,080 hands (one rule for each, no foul); 'house-way diff A B' gives the "
+            "exact share of hands two ways set differently, by rule pair (each has its own "
+            "--help; docs/house-way.md)."
+        ),
+        verbs=verbs,  # a keyword of exits.Parser, the class argparse makes it of
+    )
+    verbs.parsers = _verbs(p.prog)
     p.add_argument(
         "cards",
         nargs="*",

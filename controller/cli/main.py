@@ -68,10 +68,15 @@ def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.Argument
     ]
 
 
+def command_parser() -> argparse.ArgumentParser:
+    """The whole command line, every subcommand registered: what ``main`` parses with."""
+    return build_parser(_registrars())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # A sealed installation holds every .pyc it runs (controller/software.py): never add one.
     sys.dont_write_bytecode = True
-    parser = build_parser(_registrars())
+    parser = command_parser()
     args = parser.parse_args(argv)
     name = " ".join(
         str(getattr(args, a)) for a in ("command", "action", "pit_command") if hasattr(args, a)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import _registrars, build_parser
+from controller.cli import command_parser
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -148,7 +148,7 @@ def test_pit_commands(tmp_path: Path) -> None:
 
 
 def test_house_way_verbs_take_options_anywhere_and_have_their_own_help() -> None:
-    parser = build_parser(_registrars())
+    parser = command_parser()
     args = parser.parse_args(["house-way", "check", "--json", "classic"])
     assert (args.file, args.json) == ("classic", True)
     args = parser.parse_args(["house-way", "diff", "--workers", "2", "classic", "dealer-open"])

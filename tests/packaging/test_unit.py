@@ -62,7 +62,7 @@ def test_the_start_has_time_for_the_journal_check() -> None:
 def test_the_backup_units_run_the_backup_command_as_the_service_user() -> None:
     """The timer's service runs `journal backup` on the table's journal, as paigow, into the
     directory the postinst makes, and the command parses exactly those arguments."""
-    from controller.cli.main import _registrars, build_parser
+    from controller.cli.main import command_parser
 
     systemd = UNIT.parent
     service = (systemd / "paigow-table-backup.service").read_text(encoding="utf-8")
@@ -70,7 +70,7 @@ def test_the_backup_units_run_the_backup_command_as_the_service_user() -> None:
     [exec_start] = [line for line in service.splitlines() if line.startswith("ExecStart=")]
     program, *argv = exec_start.removeprefix("ExecStart=").split()
     assert program == _settings()["ExecStart"][0].split()[0]  # the same installed command
-    args = build_parser(_registrars()).parse_args(argv)
+    args = command_parser().parse_args(argv)
     assert args.action == "backup" and args.journal.startswith("/var/lib/paigow-table/")
     assert "User=paigow" in service and f"ReadWritePaths={args.to}" in service
     postinst = (systemd.parent / "packaging" / "postinst").read_text(encoding="utf-8")
@@ -81,13 +81,13 @@ def test_the_backup_units_run_the_backup_command_as_the_service_user() -> None:
 def test_the_kiosk_unit_runs_the_kiosk_launcher_with_its_credential_and_restarts() -> None:
     """The shipped example starts `paigow-table kiosk` (arguments the CLI parses) under a
     kiosk compositor, hands it the token as a credential, and restarts the browser if it dies."""
-    from controller.cli.main import _registrars, build_parser
+    from controller.cli.main import command_parser
 
     unit = (UNIT.parent / "paigow-kiosk.service").read_text(encoding="utf-8")
     [exec_start] = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
     argv = exec_start.removeprefix("ExecStart=").split()
     program = argv.index(_settings()["ExecStart"][0].split()[0])  # the installed command
-    args = build_parser(_registrars()).parse_args(argv[program + 1 :])
+    args = command_parser().parse_args(argv[program + 1 :])
     assert args.command == "kiosk" and args.url.startswith("http://127.0.0.1:")
     assert "LoadCredential=kiosk-token:" in unit and "Restart=always" in unit
     assert "User=paigow\n" not in unit  # the browser is not the service's user
