@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from controller.clock import iso
 from controller.game.cards import CardError
@@ -230,14 +230,14 @@ class Table:
         return self.alarms.changed_since(latched, self._dispatch(event, source))
 
     def _dispatch(self, event: TableEvent, source: tuple[str, str]) -> list[Effect]:
-        handler = _EVENTS.get(type(event))
+        handler = _EVENTS.get(type(event)) or self._OWN_EVENTS.get(type(event))
         if handler is None:
             return self._command(event, source)  # type: ignore[arg-type]  # the rest: commands
         return handler(self, event)
 
     def _command(self, command: Command, source: tuple[str, str]) -> list[Effect]:
         kind = command.kind
-        handler = _COMMANDS.get(type(command))
+        handler = _COMMANDS.get(type(command)) or self._OWN_COMMANDS.get(type(command))
         if handler is None:
             return [CommandReply(command.request_id, kind, False, f"unknown command {kind}")]
         problem = round_problem(command, self.state.rounds)
@@ -260,7 +260,7 @@ class Table:
             *self.alarms.refused(refusal),
         ]
 
-    def _status_request(self, command: StatusRequest) -> list[Effect]:
+    def _status_request(self, command: StatusRequest, _source: tuple[str, str]) -> list[Effect]:
         status = self.status()
         data = status.model_dump(mode="json")
         return [
@@ -268,7 +268,7 @@ class Table:
             StatusChanged(status),
         ]
 
-    def _authenticate(self, command: Authenticate) -> list[Effect]:
+    def _authenticate(self, command: Authenticate, _source: tuple[str, str]) -> list[Effect]:
         # The table records who asked; the MQTT service hashes the files.
         env, way = self.env, self.settings.way
         data = {
@@ -322,7 +322,8 @@ class Table:
             case DeviceOffline():
                 f.devices[event.device] = False
 
-    def _recover(self, now: datetime) -> list[Effect]:
+    def _recover(self, event: JournalRecovered) -> list[Effect]:
+        now = event.now
         f = self.state.fault
         if f is None:
             return []
@@ -378,8 +379,20 @@ class Table:
             effects += self.rounds.close_dead(opened, [problem], "void")
         return voided, effects
 
+    #: What the coordinator handles itself; every other event and command goes to a part
+    #: (``_EVENTS``, ``_COMMANDS``).
+    _OWN_EVENTS: ClassVar[dict[type, Callable[[Table, Any], list[Effect]]]] = {
+        JournalRecovered: _recover,
+    }
+    _OWN_COMMANDS: ClassVar[
+        dict[type[Command], Callable[[Table, Any, tuple[str, str]], list[Effect]]]
+    ] = {
+        Authenticate: _authenticate,
+        StatusRequest: _status_request,
+    }
 
-#: Each event's handler (``Table._dispatch``; anything else is a command).
+
+#: Each event's handler in a part (``Table._dispatch``; anything else is a command).
 _EVENTS: dict[type, Callable[[Table, Any], list[Effect]]] = {
     DealStarted: lambda t, e: t.rounds.deal_started(e),
     PacketDealt: lambda t, e: t.rounds.packet(e),
@@ -395,12 +408,11 @@ _EVENTS: dict[type, Callable[[Table, Any], list[Effect]]] = {
     NoiseSummary: lambda t, e: t.health.noise(e),
     DiskSpace: lambda t, e: t.health.disk_space(e),
     ClockSync: lambda t, e: t.health.clock_synced(e),
-    JournalRecovered: lambda t, e: t._recover(e.now),
     Refusal: lambda t, e: t.alarms.refused(e),
     ProtectionFinding: lambda t, e: t.alarms.protection(e.finding),
 }
 
-#: Each command's handler: (table, command, source) → effects (``Table._command``).
+#: Each command's handler in a part: (table, command, source) → effects (``Table._command``).
 _COMMANDS: dict[type[Command], Callable[[Table, Any, tuple[str, str]], list[Effect]]] = {
     OpenTable: lambda t, c, _: t.floor.open_or_close(c),
     CloseTable: lambda t, c, _: t.floor.open_or_close(c),
@@ -409,9 +421,7 @@ _COMMANDS: dict[type[Command], Callable[[Table, Any, tuple[str, str]], list[Effe
     SetWagers: lambda t, c, _: t.floor.set_wagers(c),
     EnterDice: lambda t, c, _: t.rounds.enter_dice(c),
     PlayerSetting: lambda t, c, _: t.floor.player_setting(c),
-    Authenticate: lambda t, c, _: t._authenticate(c),
     AcknowledgeAlarm: lambda t, c, source: t.alarms.acknowledge(c, source),
     SignIn: lambda t, c, _: t.floor.sign_in(c),
     SignOut: lambda t, c, _: t.floor.sign_out(c),
-    StatusRequest: lambda t, c, _: t._status_request(c),
 }

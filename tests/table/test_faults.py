@@ -48,14 +48,13 @@ def test_a_repeated_shuffle_id_is_refused_even_with_other_cards() -> None:
 
 
 def test_a_replay_is_refused_across_a_restart_from_the_journaled_deals() -> None:
-    table, _ = make_table()
+    table, clock = make_table()
     effects = _deal(table, 5, shuffle_id="X1")
     [recorded] = [e for e in effects if isinstance(e, DealRecorded)]
-    restarted, _ = make_table()
-    restarted.__init__(  # type: ignore[misc]
-        restarted.settings,
+    restarted = Table(  # as the wiring builds it at a start, from the journal's deals
+        table.settings,
         new_round_id=lambda: "PG-01-after",
-        clock=lambda: table._clock(),
+        clock=clock,
         recent_deals=[(1, recorded.shuffle_id, recorded.fingerprint)],
     )
     [again] = closed(_deal(restarted, 5, shuffle_id="X2"))
