@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pit.config import PitConfig
-    from pit.store import Store
+    from pit.pagedb import PageStore
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -140,21 +140,20 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _store(config: PitConfig) -> Store:
+def _store(config: PitConfig) -> PageStore:
     """The pit's database for a command that reads it: one it lacks (a SQLite file that is not
     there) is 66, one it cannot reach (the server down, the database missing on it, no
     permission) is 69 with the database's own reason, one line each, never a traceback."""
     from controller.exits import EXIT_NOINPUT, CliError
-    from pit.db import Shifts, sqlite_file
-    from pit.store import Store
+    from pit.db import sqlite_file
+    from pit.pagedb import PageStore
 
     url = config.database_url
     path = sqlite_file(url)
     if path is not None and not path.is_file():
         raise CliError(EXIT_NOINPUT, f"database {path}: no such file (pit migrate makes it)")
-    shifts = Shifts(config.shift.starts, config.shift.timezone)
     with _database(url):  # it reads what was stored: no keys needed (nor warned about)
-        return Store(url, shifts=shifts, root=config.site.root)
+        return PageStore(url)
 
 
 @contextlib.contextmanager
@@ -178,7 +177,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         n = 0
         out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
         with out if out is not sys.stdout else _nullcontext():
-            for line in store.export_lines(args.table):
+            for line in store.pages.export_lines(args.table):
                 out.write(line + "\n")
                 n += 1
     print(f"{args.table}: {n} messages", file=sys.stderr)
@@ -199,8 +198,8 @@ def cmd_shift(args: argparse.Namespace) -> int:
     config = _config(args.config)
     store = _store(config)
     with _database(config.database_url), contextlib.closing(store):
-        chosen = args.shift or next(iter(shift.shifts(store)), "")
-        rows = shift.numbers(store, chosen)
+        chosen = args.shift or next(iter(shift.shifts(store.pages)), "")
+        rows = shift.numbers(store.pages, chosen)
     if args.csv:
         sys.stdout.write(shift.to_csv(rows))
     else:
@@ -220,8 +219,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     key = read_hex_key(config.shift.report_key_file)
     store = _store(config)
     with _database(config.database_url), contextlib.closing(store):
-        chosen = args.shift or next(iter(shift.shifts(store)), "")
-        body = shift.report(store, chosen, key, config.shift.report_key_file.name, config.site.id)
+        chosen = args.shift or next(iter(shift.shifts(store.pages)), "")
+        body = shift.report(
+            store.pages, chosen, key, config.shift.report_key_file.name, config.site.id
+        )
     Path(args.output).write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
     print(f"shift {chosen}: {len(body['numbers'])} rows, signed", file=sys.stderr)
     return 0

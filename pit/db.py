@@ -1,9 +1,10 @@
 """The pit's database connection (SQLite or PostgreSQL, one code: ``pit.store``), and the shapes
 a batch goes through: the message as it came (:class:`Incoming`), the bounds it is judged by
-(:class:`Limits`), a table's bookkeeping row (:class:`TableRow`) and what a batch did
-(:class:`Outcome`). The rooms of the pit's Store build on :class:`Database`: ``pit.record``
-(rejects and record checks), ``pit.projections`` (seq bookkeeping and projections),
-``pit.pages`` (what the page reads) and ``pit.store`` (the ingest itself).
+(:class:`Limits`) and what a batch did
+(:class:`Outcome`). Every part that reads or writes holds a :class:`Database` (composition, not
+a base class): the ingest's ``pit.record`` (rejects and record checks) and ``pit.projections``
+(seq bookkeeping and projections) under ``pit.store`` (the ingest itself), the page's
+``pit.pages`` and ``pit.sessions``.
 """
 
 from __future__ import annotations
@@ -15,14 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from pit import judge
-from pit.keys import FeedKeys
-
-if TYPE_CHECKING:
-    from pit.writes import BatchState
 
 
 def name_thread(name: str) -> Callable[[], None]:
@@ -212,19 +209,14 @@ class Shifts:
 
 
 class Database:
-    """One connection to the pit's database, and what every room of the Store shares."""
+    """One connection to the pit's database: what the ingest's parts, the page's queries and
+    the sessions each hold (``pit.store``, ``pit.pages``, ``pit.sessions``), never a base class."""
 
-    url: str
-    kind: str
-    conn: Any
-    limits: Limits
-    root: str
-    feed_keys: FeedKeys
-    checkpoint_keys: dict[str, bytes]
-    default_checkpoint_key: bytes | None
-    shifts: Shifts
-    _known: set[str]
-    _state: BatchState
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.kind = database_kind(url)
+        self.conn: Any = None
+        self.connect()
 
     def connect(self) -> None:
         self.close()
@@ -261,7 +253,7 @@ class Database:
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return list(self.x(sql, params).fetchall())
 
-    def _among(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    def among(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         """The condition ``column`` among ``values`` and its parameters: on PostgreSQL one
         array parameter, so the statement's text is the same whatever the number of values
         (psycopg prepares it once; an ``IN`` list of another length each time is parsed anew
@@ -293,18 +285,3 @@ class Database:
             )
         row = self.one("SELECT pg_database_size(current_database())")
         return int(row[0]) if row else 0
-
-    def _ensure_table(self, table_id: str, prefix: str, now: float) -> None:
-        if table_id not in self._known:
-            self.x(
-                "INSERT INTO tables (table_id, topic_prefix, updated_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (table_id) DO NOTHING",
-                (table_id, prefix, now),
-            )
-            self._known.add(table_id)
-
-    def _row_changed(self, table_id: str, **changes: Any) -> None:
-        """What a message wrote of the table's row, for the batch's next message."""
-        rows = self._state.rows
-        if table_id in rows:
-            rows[table_id] = rows[table_id]._replace(**changes)

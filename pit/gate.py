@@ -76,7 +76,7 @@ class Gate:
         key, now = session_hash(cookie), time.time()
         if self.sessions.fresh(key, now):
             return True
-        expires = await self.database.call(lambda s: s.session_expires(key, self.tag, now))
+        expires = await self.database.call(lambda s: s.sessions.session_expires(key, self.tag, now))
         if expires is None:
             self.sessions.forget(key)
             return False
@@ -124,7 +124,9 @@ class Gate:
             return web.json_response({"error": "wrong token"}, status=403)
         cookie, now = session_id(), time.time()
         key = session_hash(cookie)
-        await self.database.call(lambda s: s.session_add(key, self.tag, now, now + SESSION_S))
+        await self.database.call(
+            lambda s: s.sessions.session_add(key, self.tag, now, now + SESSION_S)
+        )
         response = web.json_response({"ok": True})
         response.set_cookie(
             SESSION_COOKIE, cookie, httponly=True, samesite="Strict", max_age=SESSION_S,
@@ -139,7 +141,7 @@ class Gate:
         if cookie:
             key = session_hash(cookie)
             self.sessions.forget(key)
-            done = await self.database.call(lambda s: s.session_revoke(key, time.time()))
+            done = await self.database.call(lambda s: s.sessions.session_revoke(key, time.time()))
         response = web.json_response({"ok": True, "revoked": done})
         response.del_cookie(SESSION_COOKIE, path="/")
         return response

@@ -76,19 +76,19 @@ class Liveness:
         out = Outcome()
         probes: list[tuple[str, bytes]] = []
         quiet_since = now - min(self.config.probe_after, self.config.silent_after)
-        with store.transaction():
-            for table_id, prefix, heard, silent in store.quiet_tables(quiet_since):
+        with store.db.transaction():
+            for table_id, prefix, heard, silent in store.record.quiet_tables(quiet_since):
                 heard_at = max(heard or 0.0, since)
                 if silent is None and not behind and now - heard_at >= self.config.silent_after:
-                    store.mark_silent(table_id, now, heard, out)
+                    store.record.mark_silent(table_id, now, heard, out)
                 if now - max(heard_at, self.probed.get(table_id, 0.0)) >= self.config.probe_after:
                     self.probed[table_id] = now
                     probes.append((f"{prefix}cmd/status_request", self.probe(table_id, now)))
         self.probes_sent += len(probes)
         if now - self.expired_at >= EXPIRE_EVERY:  # rejects and old findings: kept N days
             self.expired_at = now
-            with store.transaction():
-                store.expire(now, store.limits.retention_days)
+            with store.db.transaction():
+                store.record.expire(now, store.limits.retention_days)
         resends = self.resends(store, now)
         self.resends_sent += len(resends)
         return probes + resends, out
@@ -100,7 +100,7 @@ class Liveness:
             return []
         commands: list[tuple[str, bytes]] = []
         by_table: dict[str, tuple[str, list[int]]] = {}
-        for table_id, prefix, seq in store.open_gaps(now - after):
+        for table_id, prefix, seq in store.record.open_gaps(now - after):
             by_table.setdefault(table_id, (prefix, []))[1].append(seq)
         for table_id, (prefix, seqs) in by_table.items():
             if len(commands) >= RESEND_COMMANDS:

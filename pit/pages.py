@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from pit.db import Database
+from pit.db import Database, Limits
 
 #: A seq a status named but the pit lacks is usually on its way (the status goes out at once, the
 #: message through the table's outbox): a tile counts it missing only after this many seconds.
@@ -21,11 +21,16 @@ from pit.db import Database
 STATUS_GAP_GRACE = 10.0
 
 
-class PageQueries(Database):
-    """The page's and the CLI's reads."""
+class PageQueries:
+    """The page's and the CLI's reads, on a connection of their own (the page's thread builds
+    this, never an ingest store)."""
+
+    def __init__(self, db: Database, limits: Limits | None = None) -> None:
+        self.db = db
+        self.limits = limits or Limits()
 
     def table_ids(self) -> list[str]:
-        return [r[0] for r in self.all("SELECT table_id FROM tables ORDER BY table_id")]
+        return [r[0] for r in self.db.all("SELECT table_id FROM tables ORDER BY table_id")]
 
     def tiles(
         self, table_ids: Sequence[str] | None = None, now: float | None = None
@@ -36,8 +41,8 @@ class PageQueries(Database):
         if table_ids is not None:
             if not table_ids:
                 return []
-            where, params = self._among(" WHERE t.table_id", table_ids)
-        rows = self.all(
+            where, params = self.db.among(" WHERE t.table_id", table_ids)
+        rows = self.db.all(
             "SELECT t.table_id, t.topic_prefix, t.status, t.last_round, t.protection, "
             "t.first_seq, t.high_seq, t.chain_event_id, t.chain_made_at, t.last_heard, "
             "t.silent_since FROM tables t" + where + " ORDER BY t.table_id",
@@ -101,12 +106,12 @@ class PageQueries(Database):
     ) -> list[tuple[Any, ...]]:
         params: list[Any] = list(arg) if isinstance(arg, tuple) else [arg]
         if table_ids is not None:
-            among, ids = self._among(f" AND {by}", table_ids)
+            among, ids = self.db.among(f" AND {by}", table_ids)
             sql += among
             params += ids
         if "count(*)" in sql or "sum(count)" in sql:  # one row a table
             sql += f" GROUP BY {by}"
-        return self.all(sql, params)
+        return self.db.all(sql, params)
 
     def table_detail(self, table_id: str, rounds: int = 50) -> dict[str, Any] | None:
         tiles = self.tiles([table_id])
@@ -118,7 +123,7 @@ class PageQueries(Database):
                 "round_id": r[0], "round_seq": r[1], "status": r[2], "reasons": r[3],
                 "dealer_id": r[4], "closed_at": r[5], "seats": r[6], "msg_seq": r[7],
             }
-            for r in self.all(
+            for r in self.db.all(
                 "SELECT round_id, round_seq, status, reasons, dealer_id, closed_at, seats, "
                 "msg_seq FROM rounds WHERE table_id = ? ORDER BY round_seq DESC LIMIT ?",
                 (table_id, rounds),
@@ -126,7 +131,7 @@ class PageQueries(Database):
         ]  # fmt: skip
         tile["gaps"] = [
             {"seq": r[0], "reported_at": r[1], "filled_at": r[2]}
-            for r in self.all(
+            for r in self.db.all(
                 "SELECT seq, reported_at, filled_at FROM missing WHERE table_id = ? "
                 "ORDER BY seq DESC LIMIT 100",
                 (table_id,),
@@ -134,7 +139,7 @@ class PageQueries(Database):
         ]
         tile["checkpoints"] = [
             {"event_id": r[0], "chain": r[1], "made_at": r[2], "signature": r[3]}
-            for r in self.all(
+            for r in self.db.all(
                 "SELECT event_id, chain, made_at, signature FROM checkpoints WHERE table_id = ? "
                 "ORDER BY made_at DESC LIMIT 20",
                 (table_id,),
@@ -145,7 +150,7 @@ class PageQueries(Database):
                 "alarm_id": r[0], "code": r[1], "severity": r[2], "detail": r[3],
                 "raised_at": r[4], "ack_required": bool(r[5]), "acked_by": r[6], "acked_at": r[7],
             }
-            for r in self.all(
+            for r in self.db.all(
                 "SELECT alarm_id, code, severity, detail, raised_at, ack_required, acked_by, "
                 "acked_at FROM alarms WHERE table_id = ? ORDER BY raised_at DESC LIMIT 50",
                 (table_id,),
@@ -159,7 +164,7 @@ class PageQueries(Database):
         deck's reason, and the protection alarms each table raised, with the tests named."""
         deck_reasons = ("duplicate_card", "foreign_card", "second_joker", "bad_stub")
         per_table: dict[str, dict[str, Any]] = {}
-        for tid, status, reasons, n in self.all(
+        for tid, status, reasons, n in self.db.all(
             "SELECT table_id, status, reasons, count(*) FROM rounds GROUP BY table_id, status, "
             "reasons"
         ):
@@ -168,12 +173,12 @@ class PageQueries(Database):
             row["rounds"] += n
             if status != "settled" and any(r in str(reasons) for r in deck_reasons):
                 row["deck_faults"] += n
-        for tid, n in self.all(
+        for tid, n in self.db.all(
             "SELECT table_id, count(*) FROM alarms WHERE code = 'game_protection' GROUP BY table_id"
         ):
             per_table.setdefault(tid, {"rounds": 0, "deck_faults": 0, "alarms": 0,
                                        "tests": set()})["alarms"] += n  # fmt: skip
-        for tid, protection in self.all(
+        for tid, protection in self.db.all(
             "SELECT table_id, protection FROM tables WHERE protection IS NOT NULL"
         ):
             test = json.loads(protection).get("test")
@@ -207,7 +212,7 @@ class PageQueries(Database):
 
     def round_message(self, round_id: str) -> dict[str, Any] | None:
         """The round as the table last sent it (the recall)."""
-        row = self.one(
+        row = self.db.one(
             "SELECT m.body FROM messages m JOIN rounds r ON r.table_id = m.table_id "
             "AND r.msg_seq = m.seq WHERE r.round_id = ? AND m.sequenced = 1",
             (round_id,),
@@ -220,7 +225,7 @@ class PageQueries(Database):
     def export_lines(self, table_id: str) -> Iterator[str]:
         """The table's copy of the feed, the envelopes one a line in seq order (what
         ``paigow-table audit verify --feed`` reads)."""
-        cursor = self.x(
+        cursor = self.db.x(
             "SELECT body FROM messages WHERE table_id = ? AND sequenced = 1 ORDER BY seq, "
             "received_at",
             (table_id,),
@@ -230,7 +235,7 @@ class PageQueries(Database):
 
     def counts(self) -> dict[str, int]:
         def n(sql: str) -> int:
-            row = self.one(sql)
+            row = self.db.one(sql)
             return int(row[0]) if row and row[0] is not None else 0
 
         return {
@@ -246,7 +251,7 @@ class PageQueries(Database):
     def seqs(self, table_id: str) -> list[int]:
         return [
             r[0]
-            for r in self.all(
+            for r in self.db.all(
                 "SELECT seq FROM messages WHERE table_id = ? AND sequenced = 1 ORDER BY seq",
                 (table_id,),
             )

@@ -18,7 +18,7 @@ from controller.messages import (
     RoundPayload,
     StatusPayload,
 )
-from pit.db import Incoming, Outcome
+from pit.db import Incoming, Outcome, Shifts
 from pit.judge import Message
 from pit.record import RecordChecks
 from pit.writes import ALARMS, MISSING, PLAYERS, ROUNDS, ROW_COLUMNS, TableRow
@@ -37,18 +37,27 @@ THEORETICAL = {
 }
 
 
-class Projections(RecordChecks):
-    """Seq bookkeeping and projections."""
+class Projections:
+    """Seq bookkeeping and projections: a part of the ingest's store (``pit.store``), beside
+    its record checks."""
 
-    def _new_tables(self, batch: Sequence[Incoming]) -> None:
+    def __init__(self, record: RecordChecks, shifts: Shifts) -> None:
+        self.record = record
+        self.batch = record.batch
+        self.db = record.db
+        self.feed_keys = record.feed_keys
+        self.limits = record.limits
+        self.shifts = shifts
+
+    def new_tables(self, batch: Sequence[Incoming]) -> None:
         """Rows for the batch's registered tables the pit has not met yet, made in one
         statement in table-id order and committed before the batch's own transaction: a
         batch that holds some tables' rows never waits for a row another pit is making, so
         two pits sharing a database cannot deadlock on them."""
         prefixes: dict[str, str] = {}
         for item in batch:
-            table, kind = self._topic(item.topic)
-            if table in self._known or table in prefixes:
+            table, kind = self.record.topic(item.topic)
+            if table in self.batch.known or table in prefixes:
                 continue
             if self.feed_keys.for_table(table) is not None:
                 prefixes[table] = item.topic[: len(item.topic) - len(kind)] if kind else item.topic
@@ -57,30 +66,30 @@ class Projections(RecordChecks):
         names = sorted(prefixes)
         now = batch[-1].received_at
         sql = "INSERT INTO tables (table_id, topic_prefix, updated_at) "
-        with self.transaction():
-            if self.kind == "postgresql":
-                self.x(sql + "SELECT * FROM unnest(%s::text[], %s::text[], %s::float8[]) "
+        with self.db.transaction():
+            if self.db.kind == "postgresql":
+                self.db.x(sql + "SELECT * FROM unnest(%s::text[], %s::text[], %s::float8[]) "
                        "ON CONFLICT (table_id) DO NOTHING",
                        ([*names], [prefixes[t] for t in names], [now] * len(names)))  # fmt: skip
             else:
-                self.xmany(sql + "VALUES (?, ?, ?) ON CONFLICT (table_id) DO NOTHING",
+                self.db.xmany(sql + "VALUES (?, ?, ?) ON CONFLICT (table_id) DO NOTHING",
                            [(t, prefixes[t], now) for t in names])  # fmt: skip
-        self._known.update(names)
+        self.batch.known.update(names)
 
-    def _lock_rows(self, batch: Sequence[Incoming]) -> None:
+    def lock_rows(self, batch: Sequence[Incoming]) -> None:
         """The rows of the batch's registered tables, read in one statement and locked
         (PostgreSQL) in table order, so two pits sharing a database never deadlock on them."""
-        wanted = {self._topic(item.topic)[0] for item in batch}
+        wanted = {self.record.topic(item.topic)[0] for item in batch}
         names = sorted(t for t in wanted if self.feed_keys.for_table(t) is not None)
         if not names:
             return
-        lock = " FOR UPDATE" if self.kind == "postgresql" else ""
+        lock = " FOR UPDATE" if self.db.kind == "postgresql" else ""
         rows = self._any(f"SELECT table_id, {ROW_COLUMNS} FROM tables", "table_id", names,
                          f" ORDER BY table_id{lock}")  # fmt: skip
-        state = self._state
+        state = self.batch.state
         for table_id, *values in rows:
             state.rows[table_id] = state.rows_read[table_id] = TableRow(*values)
-            self._known.add(table_id)
+            self.batch.known.add(table_id)
 
     def _any(
         self, sql: str, column: str, values: Iterable[Any], tail: str = ""
@@ -89,14 +98,14 @@ class Projections(RecordChecks):
         wanted = list(values)
         if not wanted:
             return []
-        among, params = self._among(f" WHERE {column}", wanted)
-        return self.all(f"{sql}{among}{tail}", params)
+        among, params = self.db.among(f" WHERE {column}", wanted)
+        return self.db.all(f"{sql}{among}{tail}", params)
 
-    def _prefetch(self, messages: Sequence[Message]) -> None:
+    def prefetch(self, messages: Sequence[Message]) -> None:
         """What the batch's messages need of the database, read once a batch, after the
         locks: which msg_ids are stored, which tables have the rounds and alarms they name,
         and the checkpoints held at the rows they checkpoint."""
-        state = self._state
+        state = self.batch.state
         state.stored_ids = {r[0] for r in self._any(
             "SELECT msg_id FROM messages", "msg_id", {m.msg_id for m in messages})}  # fmt: skip
         rounds: set[str] = set()
@@ -122,7 +131,7 @@ class Projections(RecordChecks):
     def _prefetch_checkpoints(self, marks: set[tuple[str, int]]) -> None:
         """The checkpoints held at the rows the batch checkpoints, and (a pit of a shared
         group) the batch's tables' waits (``pit.record``)."""
-        state = self._state
+        state = self.batch.state
         if self.limits.checkpoint_grace:
             for tid, row, chain, detail, noted in self._any(
                 "SELECT table_id, event_id, chain, detail, noted_at FROM checkpoint_waits",
@@ -144,8 +153,8 @@ class Projections(RecordChecks):
         if not pairs:
             return []
         where = f" WHERE (table_id, {column}) IN "
-        if self.kind == "postgresql":
-            return self.all(
+        if self.db.kind == "postgresql":
+            return self.db.all(
                 sql + where + "(SELECT * FROM unnest(%b::text[], %b::bigint[]))" + tail,
                 ([t for t, _ in pairs], [n for _, n in pairs]),
             )
@@ -153,15 +162,15 @@ class Projections(RecordChecks):
         for at in range(0, len(pairs), 10_000):  # SQLite's bound on a statement's parameters
             chunk = pairs[at : at + 10_000]
             values = ", ".join("(?, ?)" for _ in chunk)
-            rows += self.all(f"{sql}{where}(VALUES {values}){tail}",
+            rows += self.db.all(f"{sql}{where}(VALUES {values}){tail}",
                              [v for pair in chunk for v in pair])  # fmt: skip
         return rows
 
-    def _unreport_stored(self, out: Outcome) -> None:
+    def unreport_stored(self, out: Outcome) -> None:
         """The gaps the batch reported above a table's copy, checked at once against what is
         stored: a retained message stored before the copy began may lie there (its copy would
         come as a duplicate and never fill it). Those are no gap after all."""
-        state = self._state
+        state = self.batch.state
         if not state.unchecked:
             return
         pairs, state.unchecked = sorted(state.unchecked), set()
@@ -176,29 +185,29 @@ class Projections(RecordChecks):
         out.gaps_reported = [g for g in out.gaps_reported if g not in stored]
         out.gaps_filled = [g for g in out.gaps_filled if g not in stored]
 
-    def _table_row(self, table_id: str, prefix: str, now: float) -> TableRow:
+    def table_row(self, table_id: str, prefix: str, now: float) -> TableRow:
         """The table's bookkeeping row as the batch left it; read (made when new, locked on
         PostgreSQL) when the batch has not read it yet."""
-        state = self._state
+        state = self.batch.state
         cached = state.rows.get(table_id)
         if cached is not None:
             return cached
-        self._ensure_table(table_id, prefix, now)
-        lock = " FOR UPDATE" if self.kind == "postgresql" else ""
-        row = self.one(f"SELECT {ROW_COLUMNS} FROM tables WHERE table_id = ?{lock}", (table_id,))
+        self.batch.ensure_table(table_id, prefix, now)
+        lock = " FOR UPDATE" if self.db.kind == "postgresql" else ""
+        row = self.db.one(f"SELECT {ROW_COLUMNS} FROM tables WHERE table_id = ?{lock}", (table_id,))
         assert row is not None
         state.rows[table_id] = state.rows_read[table_id] = TableRow(*row)
         return state.rows[table_id]
 
-    def _write_seqs(self, now: float) -> None:
+    def write_seqs(self, now: float) -> None:
         """Each table's first and highest seq, once a batch (not once a message)."""
-        state = self._state
+        state = self.batch.state
         for table_id in sorted(state.rows):
             row, read = state.rows[table_id], state.rows_read.get(table_id)
             if read is None or (row.first_seq, row.high_seq) != (read.first_seq, read.high_seq):
                 state.set(table_id, first_seq=row.first_seq, high_seq=row.high_seq, updated_at=now)
 
-    def _sequence(
+    def sequence(
         self,
         table_id: str,
         msg_id: str,
@@ -214,10 +223,10 @@ class Projections(RecordChecks):
         # Only a seq the copy already covers can have come before as another message.
         covered = first_seq is not None and high_seq is not None and first_seq <= seq <= high_seq
         # An open gap holds nothing yet: only the batch's own messages can be there.
-        gap = (table_id, seq) in self._state.open_gaps
+        gap = (table_id, seq) in self.batch.state.open_gaps
         other = None if status or not covered else self._reused(table_id, seq, msg_id, gap)
         if other is not None:
-            self._record_alarm(
+            self.record.record_alarm(
                 table_id,
                 "sequence_reused",
                 f"seq {seq} came again as another message ({msg_id}, first {other}): the "
@@ -237,11 +246,11 @@ class Projections(RecordChecks):
             missing = range(seq + 1, first_seq)
             first_seq, below = seq, True
         elif gap:  # written at the batch's end
-            self._state.open_gaps.discard((table_id, seq))
-            self._state.fills.append((table_id, seq, now))
+            self.batch.state.open_gaps.discard((table_id, seq))
+            self.batch.state.fills.append((table_id, seq, now))
             out.gaps_filled.append((table_id, seq))
         self._report_missing(table_id, missing, now, out, status=status, below=below)
-        self._row_changed(table_id, first_seq=first_seq, high_seq=high_seq)
+        self.batch.row_changed(table_id, first_seq=first_seq, high_seq=high_seq)
 
     def _report_missing(
         self, table_id: str, missing: range, now: float, out: Outcome, *, status: bool, below: bool
@@ -249,7 +258,7 @@ class Projections(RecordChecks):
         """The seqs of ``missing`` the copy lacks, reported (at most MAX_MISSING of them; a
         larger jump is one ``gap`` record alarm)."""
         if len(missing) > MAX_MISSING:
-            self._record_alarm(
+            self.record.record_alarm(
                 table_id,
                 "gap",
                 f"seqs {missing.start}–{missing.stop - 1} are missing ({len(missing)} messages)",
@@ -258,18 +267,18 @@ class Projections(RecordChecks):
             )
             missing = range(missing.stop - MAX_MISSING, missing.stop)
         # A seq stored already (an old retained device state) is not missing: below the copy
-        # the database is asked now; above it, once for the batch (:meth:`_unreport_stored`).
+        # the database is asked now; above it, once for the batch (:meth:`unreport_stored`).
         present: set[int] = set()
         if missing and below:
             present = {
                 r[0]
-                for r in self.all(
+                for r in self.db.all(
                     "SELECT seq FROM messages WHERE table_id = ? AND sequenced = 1 AND seq >= ? "
                     "AND seq < ?",
                     (table_id, missing.start, missing.stop),
                 )
             }
-        state = self._state
+        state = self.batch.state
         for gap in missing:  # written at the batch's end (pit.writes)
             key = (table_id, gap)
             if gap in present or key in state.seqs:
@@ -284,19 +293,19 @@ class Projections(RecordChecks):
     def _reused(self, table_id: str, seq: int, msg_id: str, gap: bool) -> str | None:
         """Another message stored at the table's sequenced ``seq`` (by the batch, or before
         unless the seq is an open ``gap``)."""
-        mine = self._state.seqs.get((table_id, seq))
+        mine = self.batch.state.seqs.get((table_id, seq))
         if mine is not None and mine != msg_id:
             return mine
         if gap:
             return None
-        row = self.one(
+        row = self.db.one(
             "SELECT msg_id FROM messages WHERE table_id = ? AND seq = ? AND sequenced = 1 "
             "AND msg_id <> ? LIMIT 1",
             (table_id, seq, msg_id),
         )
         return None if row is None else str(row[0])
 
-    def _status(
+    def status(
         self, msg: Message, row: TableRow, item: Incoming, out: Outcome, *, apply: bool
     ) -> None:
         """A status is the table's state by arrival and its own seq, never its claimed time:
@@ -306,18 +315,18 @@ class Projections(RecordChecks):
         assert isinstance(p, StatusPayload)
         newer = row.status_seq is None or msg.seq >= row.status_seq
         if apply and (p.state == "offline" or newer):
-            self._state.set(
+            self.batch.state.set(
                 msg.table_id, status=msg.text, status_time=msg.data["time"], status_seq=msg.seq,
                 state=p.state, updated_at=item.received_at,
             )  # fmt: skip
-            self._row_changed(msg.table_id, status_seq=msg.seq)
+            self.batch.row_changed(msg.table_id, status_seq=msg.seq)
         if row.first_seq is not None and row.high_seq is not None and msg.seq > row.high_seq:
             # The table says it journaled up to seq: the ones the pit lacks are missing (on
             # their way, or lost); filled when they arrive.
-            self._sequence(msg.table_id, msg.msg_id, msg.seq, row.first_seq, row.high_seq, item,
+            self.sequence(msg.table_id, msg.msg_id, msg.seq, row.first_seq, row.high_seq, item,
                            out, status=True)  # fmt: skip
 
-    def _project(self, msg: Message, row: TableRow, now: float, out: Outcome) -> None:
+    def project(self, msg: Message, row: TableRow, now: float, out: Outcome) -> None:
         """Rounds, players, alarms, protection and checkpoints, each keyed by the table."""
         p, table_id, seq = msg.payload, msg.table_id, msg.seq
         if isinstance(p, RoundPayload):
@@ -327,16 +336,16 @@ class Projections(RecordChecks):
         elif isinstance(p, AlarmPayload):
             self._alarm(msg, p)
         elif isinstance(p, AlarmAckPayload):
-            self._state.ack(table_id, p.alarm_id, p.by, p.acknowledged_at.isoformat())
+            self.batch.state.ack(table_id, p.alarm_id, p.by, p.acknowledged_at.isoformat())
         elif isinstance(p, ProtectionPayload):
-            self._state.set(table_id, protection=p.model_dump_json())
+            self.batch.state.set(table_id, protection=p.model_dump_json())
         elif isinstance(p, CheckpointPayload):
-            self._checkpoint(table_id, msg.msg_id, p, row, now, out)
+            self.record.checkpoint(table_id, msg.msg_id, p, row, now, out)
 
     def _alarm(self, msg: Message, p: AlarmPayload) -> None:
         alarm_id = p.alarm_id or msg.msg_id
-        self._state.alarm_tables.setdefault(alarm_id, set()).add(msg.table_id)
-        self._state.add(
+        self.batch.state.alarm_tables.setdefault(alarm_id, set()).add(msg.table_id)
+        self.batch.state.add(
             ALARMS,
             (
                 msg.table_id,
@@ -378,20 +387,20 @@ class Projections(RecordChecks):
             won,
             theoretical,
         )
-        self._state.add(ROUNDS, values)
-        self._state.round_tables.setdefault(p.round_id, set()).add(table_id)
+        self.batch.state.add(ROUNDS, values)
+        self.batch.state.round_tables.setdefault(p.round_id, set()).add(table_id)
         # The tile's last round follows the table's own seq, never the number a round claims.
         if row.last_round_msg_seq is None or seq >= row.last_round_msg_seq:
             summary = round_summary(p)
-            self._state.set(table_id, last_round=orjson.dumps(summary).decode(),
+            self.batch.state.set(table_id, last_round=orjson.dumps(summary).decode(),
                             last_round_seq=p.round_seq, last_round_msg_seq=seq)  # fmt: skip
-            self._row_changed(table_id, last_round_msg_seq=seq)
+            self.batch.row_changed(table_id, last_round_msg_seq=seq)
         if row.round_high is None or p.round_seq > row.round_high:
-            self._state.set(table_id, round_high=p.round_seq)
-            self._row_changed(table_id, round_high=p.round_seq)
+            self.batch.state.set(table_id, round_high=p.round_seq)
+            self.batch.row_changed(table_id, round_high=p.round_seq)
 
     def _player(self, table_id: str, seq: int, p: PlayerPayload) -> None:
-        self._state.add(
+        self.batch.state.add(
             PLAYERS,
             (
                 p.round_id,

@@ -22,6 +22,7 @@ from pit.config import PitConfig, PitConfigError, read_hex_key
 from pit.db import down_reason
 from pit.ingest import Ingest
 from pit.keys import FeedKeys
+from pit.pagedb import PageStore
 from pit.store import STATUS_GAP_GRACE, Limits, Outcome, Shifts, Store, migrate
 from pit.web import PitWeb
 
@@ -90,6 +91,12 @@ def store_factory(config: PitConfig) -> Callable[[], Store]:
         )
 
     return make
+
+
+def page_store_factory(config: PitConfig) -> Callable[[], PageStore]:
+    """The page's own store (``pit.pagedb``): its queries and sessions, never the ingest's."""
+    limits = store_limits(config)
+    return lambda: PageStore(config.database_url, limits)
 
 
 #: Warnings of a link that is down, by the event that opens them; ``pit_subscribed`` ends them.
@@ -166,7 +173,10 @@ class Pit:
         self.ingest = Ingest(config, self.make_store, self._on_batch)
         self.web = (
             PitWeb(
-                config, self.make_store, connected=self.ingest.connected, behind=self.ingest.behind
+                config,
+                page_store_factory(config),
+                connected=self.ingest.connected,
+                behind=self.ingest.behind,
             )
             if config.web.enabled
             else None

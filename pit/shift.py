@@ -20,7 +20,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-from pit.store import Store, parse_time
+from pit.db import parse_time
+from pit.pages import PageQueries
 
 COLUMNS = [
     "shift", "table_id", "dealer_id", "rounds", "settled", "dead", "misdeal", "void", "reasons",
@@ -29,16 +30,16 @@ COLUMNS = [
 ]  # fmt: skip
 
 
-def shifts(store: Store) -> list[str]:
-    return [r[0] for r in store.all("SELECT DISTINCT shift FROM rounds ORDER BY shift DESC")]
+def shifts(store: PageQueries) -> list[str]:
+    return [r[0] for r in store.db.all("SELECT DISTINCT shift FROM rounds ORDER BY shift DESC")]
 
 
-def numbers(store: Store, shift: str) -> list[dict[str, Any]]:
+def numbers(store: PageQueries, shift: str) -> list[dict[str, Any]]:
     """One row per table and dealer of ``shift`` (a dealer of none: ``-``)."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     spans: dict[tuple[str, str], list[datetime]] = {}
     reasons: dict[tuple[str, str], Counter[str]] = {}
-    for tid, dealer, status, why, seats, opened, closed, wagered, won, theo in store.all(
+    for tid, dealer, status, why, seats, opened, closed, wagered, won, theo in store.db.all(
         "SELECT table_id, dealer_id, status, reasons, seats, opened_at, closed_at, side_wagered, "
         "side_won, side_theoretical FROM rounds WHERE shift = ?",
         (shift,),
@@ -58,7 +59,7 @@ def numbers(store: Store, shift: str) -> list[dict[str, Any]]:
         for code in filter(None, str(why).split(",")):
             reasons.setdefault(key, Counter())[code] += 1
         spans.setdefault(key, []).extend([parse_time(opened), parse_time(closed)])
-    for tid, dealer, outcome, foul, n in store.all(
+    for tid, dealer, outcome, foul, n in store.db.all(
         "SELECT r.table_id, r.dealer_id, p.outcome, p.foul, count(*) FROM players p "
         "JOIN rounds r ON r.table_id = p.table_id AND r.round_id = p.round_id WHERE r.shift = ? "
         "GROUP BY r.table_id, r.dealer_id, p.outcome, p.foul",
@@ -94,7 +95,7 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def report(store: Store, shift: str, key: bytes, key_id: str, site: str) -> dict[str, Any]:
+def report(store: PageQueries, shift: str, key: bytes, key_id: str, site: str) -> dict[str, Any]:
     """The signed end-of-shift report: the numbers, each table's chain head and copy (first and
     last seq, gaps still open), and an HMAC-SHA256 over the rest as compact sorted JSON."""
     tables = {}

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from controller.messages import (
     AlarmAckPayload,
@@ -33,12 +32,12 @@ from pit import judge
 from pit.admission import Dropped
 from pit.awaiting import TAKE, AwaitingKeys
 from pit.db import (
+    Database,
     Incoming,
     Limits,
     Outcome,
     Shifts,
     database_down,
-    database_kind,
     migrate,
     parse_time,
     redact,
@@ -47,7 +46,8 @@ from pit.judge import PAYLOADS, Message, Refused, escaped
 from pit.keys import FeedKeys
 from pit.pages import STATUS_GAP_GRACE, PageQueries
 from pit.projections import THEORETICAL, Projections, round_summary
-from pit.writes import MESSAGES, BatchState, TableRow
+from pit.record import RecordChecks
+from pit.writes import MESSAGES, Batch, BatchState, TableRow
 
 #: A message as the batch found it: the table its topic names, the rest of the topic, and the
 #: judged message, why it was refused, or None (a command or a reply: not the feed).
@@ -70,9 +70,12 @@ __all__ = [
 ]
 
 
-class Store(Projections, PageQueries):
-    """One connection to the pit's database (see the module's text): the ingest; its rooms are
-    ``pit.db``, ``pit.record``, ``pit.projections`` and ``pit.pages``."""
+class Store:
+    """The ingest's store (see the module's text), by composition: its connection (``db``,
+    ``pit.db``), the batch it shares with its parts (``batch``, ``pit.writes``), its record
+    checks (``record``, ``pit.record``), its projections (``projections``,
+    ``pit.projections``), and the page's queries on the same connection (``pages``: for the
+    CLI and the tests; the page itself reads through a store of its own, ``pit.pagedb``)."""
 
     def __init__(
         self,
@@ -85,26 +88,29 @@ class Store(Projections, PageQueries):
         limits: Limits | None = None,
         feed_keys: FeedKeys | None = None,
     ) -> None:
-        self.url = url
-        #: the tables' registered feed keys: a table without any has every message refused
-        self.feed_keys = feed_keys if feed_keys is not None else FeedKeys()
         self.limits = limits or Limits()
-        self.kind = database_kind(url)
-        self.shifts = shifts or Shifts(["06:00", "14:00", "22:00"])
-        self.checkpoint_keys = dict(checkpoint_keys or {})
-        self.default_checkpoint_key = default_checkpoint_key
-        self.root = root
-        self.conn: Any = None
-        self._known: set[str] = set()  # tables whose row exists (committed)
+        self.db = Database(url)
         #: what the batch knows and has still to write (issue 31: each table's row read once a
         #: batch, locked in table order, changed in memory; rows written once a batch)
-        self._state = BatchState()
+        self.batch = Batch(self.db)
+        self.record = RecordChecks(
+            self.batch, self.limits, feed_keys if feed_keys is not None else FeedKeys(),
+            checkpoint_keys, default_checkpoint_key, root,
+        )  # fmt: skip
+        self.projections = Projections(self.record, shifts or Shifts(["06:00", "14:00", "22:00"]))
+        self.pages = PageQueries(self.db, self.limits)
         #: messages refused only for a key not registered yet (``pit.awaiting``), and whether
         #: the next batch looks for those whose key now is (at start: the file may have changed)
-        self.awaiting = AwaitingKeys(self.all, self.x)
+        self.awaiting = AwaitingKeys(self.db.all, self.db.x)
         self._rejudge = True
-        self._bursts = {}  # each table topic's latest rejects' times (``pit.record``)
-        self.connect()
+
+    @property
+    def feed_keys(self) -> FeedKeys:
+        """The tables' registered feed keys: a table without any has every message refused."""
+        return self.record.feed_keys
+
+    def close(self) -> None:
+        self.db.close()
 
     def ingest(
         self, batch: Sequence[Incoming], dropped: Mapping[str, Dropped] | None = None
@@ -118,20 +124,20 @@ class Store(Projections, PageQueries):
         waiting = self.awaiting.due(self.feed_keys.for_table) if self._rejudge else []
         items = [*(item for _, item in waiting), *batch]
         judged = [self._judge(item) for item in items]  # before any lock is taken
-        self._new_tables(items)
-        known = set(self._known)
+        self.projections.new_tables(items)
+        known = set(self.batch.known)
         try:
-            with self.transaction():
+            with self.db.transaction():
                 self.awaiting.taken([row_id for row_id, _ in waiting])
                 out = self._batch(items, judged)
                 if dropped:
-                    self._dropped(dropped, out)
-                self._reject_bursts(out, batch[-1].received_at if batch else time.time())
+                    self.record.dropped(dropped, out)
+                self.record.reject_bursts(out, batch[-1].received_at if batch else time.time())
         except BaseException:
-            self._known = known  # rows made in the rolled-back transaction are gone
+            self.batch.known = known  # rows made in the rolled-back transaction are gone
             raise
         finally:
-            self._state = BatchState()  # the locks end with the transaction
+            self.batch.state = BatchState()  # the locks end with the transaction
         self._rejudge = len(waiting) >= TAKE  # more to take with the next batch
         out.rejudged = len(waiting)
         return out
@@ -142,67 +148,66 @@ class Store(Projections, PageQueries):
         constraint, a value), the batch is rolled back to it and each message stored alone in
         its own savepoint (:meth:`_judged`), so the one refused is a reject and the others
         are stored."""
-        known = set(self._known)
-        self.x("SAVEPOINT batch")
+        known = set(self.batch.known)
+        self.db.x("SAVEPOINT batch")
         try:
             out = self._run(batch, judged, alone=False)
         except Exception as exc:
             if database_down(exc):
                 raise
-            self.x("ROLLBACK TO SAVEPOINT batch")
-            self._known = known
+            self.db.x("ROLLBACK TO SAVEPOINT batch")
+            self.batch.known = known
             out = self._run(batch, judged, alone=True)
-        self.x("RELEASE SAVEPOINT batch")
+        self.db.x("RELEASE SAVEPOINT batch")
         return out
 
     def _run(self, batch: Sequence[Incoming], judged: list[Judged], *, alone: bool) -> Outcome:
         out = Outcome()
-        self._state = BatchState()
-        self._lock_rows(batch)
-        self._prefetch([m for _, _, m in judged if isinstance(m, Message)])
+        self.batch.state = BatchState()
+        self.projections.lock_rows(batch)
+        self.projections.prefetch([m for _, _, m in judged if isinstance(m, Message)])
         for item, verdict in zip(batch, judged, strict=True):
             if alone:
                 self._judged(item, verdict, out)
             else:
                 self._one(item, verdict, out)
         now = batch[-1].received_at if batch else time.time()
-        self._write_seqs(now)
+        self.projections.write_seqs(now)
         for table_id, at in out.heard.items():  # once a table a batch, not a message
-            self._state.set(table_id, last_heard=at, silent_since=None)
+            self.batch.state.set(table_id, last_heard=at, silent_since=None)
         if self.limits.checkpoint_grace:
-            self._waits_expired(now, out)
-        self._unreport_stored(out)
-        self._flush()
+            self.record.waits_expired(now, out)
+        self.projections.unreport_stored(out)
+        self.batch.flush()
         return out
-
-    def _flush(self) -> None:
-        self._state.flush(self.kind, self.x, self.xmany)
 
     def _judged(self, item: Incoming, verdict: Judged, out: Outcome) -> None:
         """One message in its own savepoint, its rows written in it: whatever it breaks in the
         database (but the database itself) rolls back to before it and makes it a reject."""
         part = Outcome()
-        known, state = set(self._known), self._state.snapshot()
-        self.x("SAVEPOINT msg")
+        known, state = set(self.batch.known), self.batch.state.snapshot()
+        self.db.x("SAVEPOINT msg")
         try:
             self._one(item, verdict, part)
-            self._unreport_stored(part)
-            self._flush()
+            self.projections.unreport_stored(part)
+            self.batch.flush()
         except Exception as exc:
             if database_down(exc):
                 raise
-            self.x("ROLLBACK TO SAVEPOINT msg")
-            self._known, self._state = known, state
+            self.db.x("ROLLBACK TO SAVEPOINT msg")
+            self.batch.known, self.batch.state = known, state
             part = Outcome()
             first = str(exc).splitlines()[0] if str(exc) else ""
-            self._reject(item, f"refused by the database: {type(exc).__name__}: {first}", part)
-        self.x("RELEASE SAVEPOINT msg")
+            self.record.reject(
+                item, f"refused by the database: {type(exc).__name__}: {first}", part
+            )
+        self.db.x("RELEASE SAVEPOINT msg")
         out.merge(part)
 
     def _judge(self, item: Incoming) -> Judged:
         """The message judged alone (``pit.judge.read``), before the batch touches the
         database."""
-        topic_table, kind = self._topic(item.topic)
+        topic_table, kind = self.record.topic(item.topic)
         if kind.startswith(("cmd/", "reply/")):
             return topic_table, kind, None
         try:
@@ -230,20 +235,20 @@ class Store(Projections, PageQueries):
             out.ignored += 1
             return
         if isinstance(msg, Refused):
-            self._reject(item, msg.reason, out)
+            self.record.reject(item, msg.reason, out)
             if msg.key_id is not None and self.awaiting.keep(item, topic_table, msg.key_id):
                 out.awaiting += 1  # judged again once its key is registered
             if msg.kind is not None:  # not the table's signed words: a finding on its topic
-                self._signature_alarm(item, topic_table, kind, msg, out)
+                self.record.signature_alarm(item, topic_table, kind, msg, out)
             return
         prefix = item.topic[: len(item.topic) - len(kind)] if kind else item.topic
-        row = self._table_row(msg.table_id, prefix, item.received_at)
+        row = self.projections.table_row(msg.table_id, prefix, item.received_at)
         try:
             self._refuse_claims(msg, row, retained=item.retained)
         except Refused as exc:
-            self._reject(item, exc.reason, out)
+            self.record.reject(item, exc.reason, out)
             if exc.kind is not None:
-                self._record_alarm(msg.table_id, exc.kind, exc.reason, item.received_at, out)
+                self.record.record_alarm(msg.table_id, exc.kind, exc.reason, item.received_at, out)
             return
         if not self._store_message(msg, item, out):
             return
@@ -272,7 +277,7 @@ class Store(Projections, PageQueries):
     def _foreign(self, msg: Message) -> str | None:
         """Why the message names another table's round or alarm, or None (the tables that
         have them: read up front, and the batch's own)."""
-        p, state = msg.payload, self._state
+        p, state = msg.payload, self.batch.state
         if isinstance(p, RoundPayload | PlayerPayload):
             owners, ident, what = state.round_tables.get(p.round_id, set()), p.round_id, "round"
         elif isinstance(p, AlarmPayload | AlarmAckPayload) and p.alarm_id:
@@ -286,7 +291,7 @@ class Store(Projections, PageQueries):
 
     def _store_message(self, msg: Message, item: Incoming, out: Outcome) -> bool:
         """The message into the copy, once (``msg_id``); False for a duplicate."""
-        state = self._state
+        state = self.batch.state
         if msg.msg_id in state.stored_ids:
             out.duplicates += 1
             return False
@@ -309,17 +314,19 @@ class Store(Projections, PageQueries):
         out.heard[msg.table_id] = now
         implausible = self._time_problem(msg, now, old_ok=item.retained or _is_will(msg))
         if implausible is not None:
-            self._record_alarm(msg.table_id, "time_implausible", implausible, now, out)
+            self.record.record_alarm(msg.table_id, "time_implausible", implausible, now, out)
         else:
             out.sent[msg.table_id] = max(out.sent.get(msg.table_id, ""), msg.data["time"])
         if isinstance(msg.payload, StatusPayload):
-            self._status(msg, row, item, out, apply=implausible is None)
+            self.projections.status(msg, row, item, out, apply=implausible is None)
             return
         if item.retained and (row.first_seq is None or msg.seq < row.first_seq):
             return  # an old retained device state never opens nor extends the copy
-        self._sequence(msg.table_id, msg.msg_id, msg.seq, row.first_seq, row.high_seq, item, out)
+        self.projections.sequence(
+            msg.table_id, msg.msg_id, msg.seq, row.first_seq, row.high_seq, item, out
+        )
         if implausible is None:
-            self._project(msg, row, now, out)
+            self.projections.project(msg, row, now, out)
 
     def _time_problem(self, msg: Message, now: float, *, old_ok: bool) -> str | None:
         """Why the message's claimed time cannot be true on arrival, or None: ahead of the
@@ -337,40 +344,6 @@ class Store(Projections, PageQueries):
         if isinstance(p, RoundPayload) and p.closed_at.timestamp() > claimed + tolerance:
             return f"round {p.round_seq} closed at {p.closed_at.isoformat()}, after its message"
         return None
-
-    def session_add(self, id_hash: str, tag: str, now: float, expires: float) -> None:
-        with self.transaction():
-            self.x(
-                "INSERT INTO web_sessions (id_hash, token_tag, created_at, expires_at) "
-                "VALUES (?, ?, ?, ?)",
-                (id_hash, tag, now, expires),
-            )
-
-    def session_expires(self, id_hash: str, tag: str, now: float) -> float | None:
-        """When a live session (not revoked, not expired, made under ``tag``) ends, or None."""
-        row = self.one(
-            "SELECT expires_at FROM web_sessions WHERE id_hash = ? AND token_tag = ? "
-            "AND revoked_at IS NULL AND expires_at > ?",
-            (id_hash, tag, now),
-        )
-        return float(row[0]) if row is not None else None
-
-    def session_revoke(self, id_hash: str, now: float) -> bool:
-        with self.transaction():
-            done = self.x(
-                "UPDATE web_sessions SET revoked_at = ? WHERE id_hash = ? AND revoked_at IS NULL",
-                (now, id_hash),
-            ).rowcount
-            self.x("DELETE FROM web_sessions WHERE expires_at < ?", (now - 86_400,))
-        return bool(done)
-
-    def note_command(self, request_id: str, table_id: str, kind: str, by: str, body: str) -> None:
-        with self.transaction():
-            self.x(
-                "INSERT INTO commands (request_id, table_id, kind, by_name, body, sent_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (request_id, table_id, kind, by, body, time.time()),
-            )
 
 
 def _is_will(msg: Message) -> bool:

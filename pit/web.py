@@ -32,9 +32,9 @@ import controller
 from pit import shift as shift_numbers
 from pit.broker import BrokerError, link, publish_once
 from pit.config import PitConfig, read_hex_key
+from pit.db import Outcome
 from pit.gate import Gate, json_body
-from pit.pagedb import PageDatabase
-from pit.store import Outcome, Store
+from pit.pagedb import PageDatabase, PageStore
 
 log = logging.getLogger("pit.web")
 T = TypeVar("T")
@@ -147,7 +147,7 @@ class PitWeb:
     def __init__(
         self,
         config: PitConfig,
-        make_store: Callable[[], Store],
+        make_store: Callable[[], PageStore],
         connected: asyncio.Event | None = None,
         behind: Callable[[float], float] | None = None,
     ) -> None:
@@ -173,7 +173,7 @@ class PitWeb:
         """Requests refused by the Host or same-origin checks (``pit.gate``)."""
         return self.gate.refused
 
-    async def db(self, fn: Callable[[Store], T]) -> T:
+    async def db(self, fn: Callable[[PageStore], T]) -> T:
         return await self.database.call(fn)
 
     async def watch_links(self, stop: asyncio.Event, every: float = 0.5) -> None:
@@ -194,7 +194,7 @@ class PitWeb:
 
     async def _read_tiles(self, tables: list[str]) -> list[dict[str, Any]]:
         try:
-            return await self.db(lambda s: s.tiles(tables))
+            return await self.db(lambda s: s.pages.tiles(tables))
         except Exception as exc:
             log.warning("pit_web_read_failed: %s", type(exc).__name__)
             return []
@@ -202,7 +202,7 @@ class PitWeb:
     # --- pages and data --------------------------------------------------------------------
 
     async def floor(self, request: web.Request) -> web.Response:
-        tiles = await self.db(lambda s: s.tiles())
+        tiles = await self.db(lambda s: s.pages.tiles())
         return web.json_response(self._floor(tiles))
 
     def _floor(self, tiles: list[dict[str, Any]]) -> dict[str, Any]:
@@ -219,7 +219,7 @@ class PitWeb:
 
     async def table(self, request: web.Request) -> web.Response:
         tid = request.match_info["table_id"]
-        detail = await self.db(lambda s: s.table_detail(tid))
+        detail = await self.db(lambda s: s.pages.table_detail(tid))
         if detail is None:
             return web.json_response({"error": f"no table {tid}"}, status=404)
         return web.json_response(
@@ -228,26 +228,30 @@ class PitWeb:
 
     async def round_(self, request: web.Request) -> web.Response:
         rid = request.match_info["round_id"]
-        message = await self.db(lambda s: s.round_message(rid))
+        message = await self.db(lambda s: s.pages.round_message(rid))
         if message is None:
             return web.json_response({"error": f"no round {rid}"}, status=404)
         return web.json_response(message)
 
     async def shift(self, request: web.Request) -> web.Response:
-        def read(s: Store) -> dict[str, Any]:
-            known = shift_numbers.shifts(s)
+        def read(s: PageStore) -> dict[str, Any]:
+            known = shift_numbers.shifts(s.pages)
             chosen = request.query.get("shift") or (known[0] if known else "")
-            return {"shifts": known, "shift": chosen, "rows": shift_numbers.numbers(s, chosen)}
+            return {
+                "shifts": known,
+                "shift": chosen,
+                "rows": shift_numbers.numbers(s.pages, chosen),
+            }
 
         # The zone the shift is named in, with it: the page labels it whatever came first.
         answer = await self.db(read) | {"timezone": self.config.shift.timezone}
         return web.json_response(answer)
 
     async def shift_csv(self, request: web.Request) -> web.Response:
-        def read(s: Store) -> tuple[str, str]:
-            known = shift_numbers.shifts(s)
+        def read(s: PageStore) -> tuple[str, str]:
+            known = shift_numbers.shifts(s.pages)
             chosen = request.query.get("shift") or (known[0] if known else "")
-            return chosen, shift_numbers.to_csv(shift_numbers.numbers(s, chosen))
+            return chosen, shift_numbers.to_csv(shift_numbers.numbers(s.pages, chosen))
 
         chosen, text = await self.db(read)
         name = f"pit-{self.config.site.id}-{chosen.replace(' ', 'T').replace(':', '')}.csv"
@@ -262,16 +266,16 @@ class PitWeb:
             return web.json_response({"error": "no [shift] report_key_file configured"}, status=409)
         key = self.report_key
 
-        def make(s: Store) -> dict[str, Any]:
-            known = shift_numbers.shifts(s)
+        def make(s: PageStore) -> dict[str, Any]:
+            known = shift_numbers.shifts(s.pages)
             chosen = request.query.get("shift") or (known[0] if known else "")
-            return shift_numbers.report(s, chosen, key, "report", self.config.site.id)
+            return shift_numbers.report(s.pages, chosen, key, "report", self.config.site.id)
 
         return web.json_response(await self.db(make))
 
     async def protection(self, request: web.Request) -> web.Response:
         shufflers = self.config.protection.shufflers
-        pools = await self.db(lambda s: s.pooled_protection(shufflers))
+        pools = await self.db(lambda s: s.pages.pooled_protection(shufflers))
         return web.json_response({"pools": pools})
 
     async def events(self, request: web.Request) -> web.StreamResponse:
@@ -287,7 +291,7 @@ class PitWeb:
         self.hub.queues.add(queue)
         try:
             try:
-                tiles = await self.db(lambda s: s.tiles())
+                tiles = await self.db(lambda s: s.pages.tiles())
                 first = f"event: floor\ndata: {json.dumps(self._floor(tiles))}"
             except Exception as exc:  # the database is away: the page keeps its tiles, and
                 log.warning("pit_web_read_failed: %s", type(exc).__name__)  # shows the banner
@@ -321,7 +325,7 @@ class PitWeb:
             return web.json_response(
                 {"error": "the pit has no command key ([commands] key_file)"}, status=409
             )
-        tile = await self.db(lambda s: s.tiles([table_id]))
+        tile = await self.db(lambda s: s.pages.tiles([table_id]))
         if not tile:
             return web.json_response({"error": f"no table {table_id}"}, status=404)
         from controller.mqtt.signing import sign
@@ -339,7 +343,9 @@ class PitWeb:
         except BrokerError as exc:  # not sent: said to the supervisor, nothing noted
             log.error("pit_command_failed table=%s kind=acknowledge_alarm: %s", table_id, exc)
             return web.json_response({"error": f"not sent to the table: {exc}"}, status=502)
-        await self.db(lambda s: s.note_command(request_id, table_id, "acknowledge_alarm", by, text))
+        await self.db(
+            lambda s: s.sessions.note_command(request_id, table_id, "acknowledge_alarm", by, text)
+        )
         log.info("pit_command_sent table=%s kind=acknowledge_alarm by=%s", table_id, by)
         return web.json_response({"ok": True, "request_id": request_id, "topic": topic})
 
@@ -349,7 +355,7 @@ class PitWeb:
         by = await self.gate.supervisor(request, body)
         if isinstance(by, web.Response):
             return by
-        done = await self.db(lambda s: s.acknowledge_record_alarm(alarm, by))
+        done = await self.db(lambda s: s.sessions.acknowledge_record_alarm(alarm, by))
         if done:
             self.hub.touch(alarm.split(":", 1)[0])
         return web.json_response({"ok": done})

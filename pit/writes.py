@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from pit.db import Database
+
 TEXT, BIGINT, INTEGER, FLOAT = "text", "bigint", "integer", "double precision"
 
 
@@ -204,6 +206,35 @@ class BatchState:
             columns = (("table_id", TEXT), *((n, TABLE_COLUMNS[n]) for n in names))
             _update(kind, execute, execute_many, "tables", columns, 1, rows)
         self.sets = {}
+
+
+class Batch:
+    """What the ingest's parts share (``pit.store``, ``pit.record``, ``pit.projections``): the
+    batch being stored (:class:`BatchState`, new each batch) and the tables whose row exists."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.state = BatchState()
+        #: tables whose row exists (committed)
+        self.known: set[str] = set()
+
+    def ensure_table(self, table_id: str, prefix: str, now: float) -> None:
+        if table_id not in self.known:
+            self.db.x(
+                "INSERT INTO tables (table_id, topic_prefix, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (table_id) DO NOTHING",
+                (table_id, prefix, now),
+            )
+            self.known.add(table_id)
+
+    def row_changed(self, table_id: str, **changes: Any) -> None:
+        """What a message wrote of the table's row, for the batch's next message."""
+        rows = self.state.rows
+        if table_id in rows:
+            rows[table_id] = rows[table_id]._replace(**changes)
+
+    def flush(self) -> None:
+        self.state.flush(self.db.kind, self.db.x, self.db.xmany)
 
 
 def _insert(

@@ -96,15 +96,15 @@ async def test_no_poison_message_stops_the_pit(broker: Mosquitto, db_url: str) -
         assert pit.ingest.stats.database_errors == 0
     store = read_store(config)
     try:
-        rejects = store.all("SELECT reason, body, table_id FROM rejects ORDER BY received_at")
+        rejects = store.db.all("SELECT reason, body, table_id FROM rejects ORDER BY received_at")
         assert len(rejects) == len(poison)
         assert all("\x00" not in r + b and len(b) <= 16 * 1024 for r, b, _ in rejects)
         assert {t for _, _, t in rejects} == {"PG-01"}
         reasons = " | ".join(r for r, _, _ in rejects)
         for expected in ("nested deeper", "not UTF-8", "out of range", "surrogate", "NUL"):
             assert expected in reasons, reasons
-        assert store.seqs("PG-01")[-1] == table.seq
-        tile = store.tiles(["PG-01"])[0]
+        assert store.pages.seqs("PG-01")[-1] == table.seq
+        tile = store.pages.tiles(["PG-01"])[0]
         assert tile["rejected_last_hour"] == len(poison)
     finally:
         store.close()
@@ -133,14 +133,14 @@ def test_a_table_speaks_only_for_itself(db_url: str) -> None:
     outcome = store.ingest(_incoming(foreign))
     assert outcome.rejected == 2 and outcome.stored == 0
     assert [a["kind"] for a in outcome.alarms] == ["foreign_id"]
-    assert store.all("SELECT table_id, status FROM rounds WHERE round_id = ?", (round_id,)) == [
+    assert store.db.all("SELECT table_id, status FROM rounds WHERE round_id = ?", (round_id,)) == [
         ("PG-07", "settled")
     ]
-    assert store.round_message(round_id) is not None
-    assert store.all("SELECT acked_by FROM alarms WHERE alarm_id = 'A-7'") == [(None,)]
-    kinds = [a["kind"] for a in store.tiles(["PG-08"])[0]["record_alarms"]]
+    assert store.pages.round_message(round_id) is not None
+    assert store.db.all("SELECT acked_by FROM alarms WHERE alarm_id = 'A-7'") == [(None,)]
+    kinds = [a["kind"] for a in store.pages.tiles(["PG-08"])[0]["record_alarms"]]
     assert kinds == ["foreign_id"]
-    assert store.tiles(["PG-07"])[0]["record_alarms"] == []
+    assert store.pages.tiles(["PG-07"])[0]["record_alarms"] == []
     store.close()
 
 
@@ -156,13 +156,13 @@ def test_state_follows_the_tables_seq_never_a_claimed_time(db_url: str) -> None:
     outcome = store.ingest(_incoming([(topic, forged)]))
     assert [a["kind"] for a in outcome.alarms] == ["time_implausible"]
     store.ingest(_incoming([table.status(datetime.now(UTC), state="offline")]))
-    assert store.tiles(["PG-05"])[0]["state"] == "offline"
+    assert store.pages.tiles(["PG-05"])[0]["state"] == "offline"
     # Back online; then its last will, built when it connected 30 days ago, seq no newer.
     will = table.status(now - timedelta(days=30), state="offline")
     store.ingest(_incoming([table.status(datetime.now(UTC))]))
-    assert store.tiles(["PG-05"])[0]["state"] != "offline"
+    assert store.pages.tiles(["PG-05"])[0]["state"] != "offline"
     assert store.ingest(_incoming([will])).alarms == []
-    assert store.tiles(["PG-05"])[0]["state"] == "offline"
+    assert store.pages.tiles(["PG-05"])[0]["state"] == "offline"
     absurd = table.next_round(now)
     absurd[0][1]["payload"]["round_seq"] = 10**9
     outcome = store.ingest(_incoming(absurd[:1]))
@@ -170,7 +170,7 @@ def test_state_follows_the_tables_seq_never_a_claimed_time(db_url: str) -> None:
     table.seq -= len(absurd) - 1  # the refused round's seq is reused by the next real one
     table.round_seq -= 1
     store.ingest(_incoming(table.next_round(datetime.now(UTC))))
-    assert store.tiles(["PG-05"])[0]["last_round"]["round_seq"] == 2
+    assert store.pages.tiles(["PG-05"])[0]["last_round"]["round_seq"] == 2
     store.close()
 
 
@@ -186,13 +186,13 @@ def test_an_absurd_seq_never_switches_gap_detection_off(db_url: str) -> None:
     jump = dict(body, seq=high + 100_001, msg_id="PG-06-JUMP")  # a number, but a jump
     outcome = store.ingest(_incoming([(topic, body), (topic, jump)]))
     assert outcome.rejected == 2 and [a["kind"] for a in outcome.alarms] == ["seq_jump"]
-    assert store.all("SELECT count(*) FROM missing") == [(0,)]
+    assert store.db.all("SELECT count(*) FROM missing") == [(0,)]
     # The next real message skips one seq: reported missing at once (detection is on).
     table.seq = high + 1
     later = table.next_round(now)
     outcome = store.ingest(_incoming(later))
     assert outcome.gaps_reported == [("PG-06", high + 1)]
-    assert store.all("SELECT count(*) FROM missing") == [(1,)]
+    assert store.db.all("SELECT count(*) FROM missing") == [(1,)]
     store.close()
 
 
@@ -204,7 +204,7 @@ def test_a_burst_of_rejects_is_a_record_alarm(db_url: str) -> None:
     outcome = store.ingest(junk)
     assert outcome.rejected == 25
     assert [a["kind"] for a in outcome.alarms] == ["reject_burst"]
-    assert store.tiles(["PG-04"])[0]["rejected_last_hour"] == 25
+    assert store.pages.tiles(["PG-04"])[0]["rejected_last_hour"] == 25
     store.close()
 
 
@@ -220,7 +220,7 @@ def test_an_old_retained_state_far_below_the_copy_is_no_jump(db_url: str) -> Non
     store.ingest(_incoming(table.next_round(now)))
     outcome = store.ingest(retained)
     assert outcome.rejected == 0 and outcome.alarms == [] and outcome.duplicates == len(retained)
-    assert store.tiles(["PG-03"])[0]["first_seq"] == 200_001
+    assert store.pages.tiles(["PG-03"])[0]["first_seq"] == 200_001
     store.close()
 
 
@@ -235,10 +235,10 @@ def test_what_the_database_refuses_of_one_message_is_its_reject_alone(db_url: st
     rest = _incoming(table.next_round(now))
     odd = Incoming(topic + "\x00", wire(first), False, time.time())
     outcome = store.ingest([odd, *rest])
-    assert outcome.stored == len(rest) + (1 if store.kind == "sqlite" else 0)
-    if store.kind == "postgresql":
+    assert outcome.stored == len(rest) + (1 if store.db.kind == "sqlite" else 0)
+    if store.db.kind == "postgresql":
         assert outcome.rejected == 1
-        reason = store.all("SELECT reason, topic FROM rejects")[0]
+        reason = store.db.all("SELECT reason, topic FROM rejects")[0]
         assert "refused by the database" in reason[0] and "\x00" not in reason[1]
-    assert store.table_ids() == ["PG-09"]
+    assert store.pages.table_ids() == ["PG-09"]
     store.close()

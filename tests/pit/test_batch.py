@@ -44,7 +44,7 @@ def _store(url: str, grace: float = 0.0) -> Store:
 def _counting(store: Store) -> list[str]:
     """Every statement the store sends from now on (an executemany counts once)."""
     sent: list[str] = []
-    x, xmany = store.x, store.xmany
+    x, xmany = store.db.x, store.db.xmany
 
     def counted(sql: str, params: Any = ()) -> Any:
         sent.append(sql)
@@ -54,8 +54,8 @@ def _counting(store: Store) -> list[str]:
         sent.append(sql)
         xmany(sql, rows)
 
-    store.x = counted  # type: ignore[method-assign]
-    store.xmany = counted_many  # type: ignore[method-assign]
+    store.db.x = counted  # type: ignore[method-assign]
+    store.db.xmany = counted_many  # type: ignore[method-assign]
     return sent
 
 
@@ -94,7 +94,7 @@ def test_gaps_reported_and_filled_cost_a_bounded_number_of_statements(db_url: st
     filled = store.ingest(second)
     assert len(sent) <= 30, sent
     assert sorted(filled.gaps_filled) == sorted(out.gaps_reported)
-    assert store.counts()["gaps_open"] == 0 and store.counts()["gaps_reported"] == len(
+    assert store.pages.counts()["gaps_open"] == 0 and store.pages.counts()["gaps_reported"] == len(
         out.gaps_reported
     )
     store.close()
@@ -117,7 +117,7 @@ def test_a_stored_retained_message_above_the_copy_is_no_gap(db_url: str, togethe
     assert sorted(reported) == [("R001", 4), ("R001", 6)]
     filled = store.ingest([seq[4], seq[6]])
     assert sorted(filled.gaps_filled) == [("R001", 4), ("R001", 6)]
-    assert store.counts()["gaps_open"] == 0
+    assert store.pages.counts()["gaps_open"] == 0
     store.close()
 
 
@@ -151,7 +151,7 @@ def test_two_pits_interleaved_on_one_postgresql_never_deadlock() -> None:
         batches[1] = [list(reversed(b)) for b in batches[1]]
         rounds = min(len(batches[0]), len(batches[1]))
         stores = [_store(url, grace=60.0), _store(url, grace=60.0)]
-        deadlocks = stores[0].one(
+        deadlocks = stores[0].db.one(
             "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
         )
         start = threading.Barrier(2)
@@ -169,16 +169,16 @@ def test_two_pits_interleaved_on_one_postgresql_never_deadlock() -> None:
             for batch in b[rounds:]:
                 s.ingest(batch)
         check = stores[0]
-        after = check.one(
+        after = check.db.one(
             "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
         )
         assert after == deadlocks
-        assert check.counts()["messages"] == len(feed)
+        assert check.pages.counts()["messages"] == len(feed)
         for t in tables:
-            assert check.seqs(t.table_id) == list(range(1, t.seq + 1))
-        assert check.counts()["gaps_open"] == 0
-        assert check.all("SELECT kind, detail FROM record_alarms") == []
-        assert check.all("SELECT * FROM checkpoint_waits") == []
+            assert check.pages.seqs(t.table_id) == list(range(1, t.seq + 1))
+        assert check.pages.counts()["gaps_open"] == 0
+        assert check.db.all("SELECT kind, detail FROM record_alarms") == []
+        assert check.db.all("SELECT * FROM checkpoint_waits") == []
         for s in stores:
             s.close()
 
@@ -284,11 +284,11 @@ def test_a_checkpoint_that_never_comes_is_chain_skipped_after_the_grace(db_url: 
     batch(rounds[0], t0)
     batch(rounds[2], t0 + 1)
     alarms = "SELECT kind FROM record_alarms"
-    assert store.all(alarms) == []
-    assert store.one("SELECT count(*) FROM checkpoint_waits") == (1,)
+    assert store.db.all(alarms) == []
+    assert store.db.one("SELECT count(*) FROM checkpoint_waits") == (1,)
     batch(rounds[3], t0 + 3)
-    assert store.all(alarms) == []
+    assert store.db.all(alarms) == []
     batch(rounds[3], t0 + 7)  # the same again: duplicates, but a batch of the table's
-    assert store.all(alarms) == [("chain_skipped",)]
-    assert store.one("SELECT count(*) FROM checkpoint_waits") == (0,)
+    assert store.db.all(alarms) == [("chain_skipped",)]
+    assert store.db.one("SELECT count(*) FROM checkpoint_waits") == (0,)
     store.close()

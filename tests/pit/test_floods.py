@@ -75,25 +75,27 @@ async def test_made_up_names_cannot_grow_the_record_nor_the_log(
         # Every one counted, under one name for the names nobody registered: rejected while
         # their shared budget lasted, then dropped unread (pit.admission).
         counts = dict(
-            store.all("SELECT reason, count FROM reject_counts WHERE table_id = ?", (UNREGISTERED,))
+            store.db.all(
+                "SELECT reason, count FROM reject_counts WHERE table_id = ?", (UNREGISTERED,)
+            )
         )
         assert set(counts) <= {"unsigned", "flood"} and sum(counts.values()) == NAMES, counts
-        samples = int(store.all("SELECT count(*) FROM rejects")[0][0])
+        samples = int(store.db.all("SELECT count(*) FROM rejects")[0][0])
         assert samples <= REJECT_SAMPLES + NAMES // REJECT_SAMPLE_EVERY
-        alarms = store.all("SELECT table_id, kind FROM record_alarms WHERE acked_at IS NULL")
+        alarms = store.db.all("SELECT table_id, kind FROM record_alarms WHERE acked_at IS NULL")
         # The bound, then one for the rest, one for their burst and one for their flood.
         assert len(alarms) <= UNREGISTERED_ALARMS + 3
         assert (UNREGISTERED, "unsigned") in alarms
-        assert store.counts()["rejects"] == NAMES  # the page's figure is the count
-        assert store.seqs("PG-01") == list(range(1, table.seq + 1))  # the real table's, whole
+        assert store.pages.counts()["rejects"] == NAMES  # the page's figure is the count
+        assert store.pages.seqs("PG-01") == list(range(1, table.seq + 1))  # the real table's, whole
         # Past the retention period the samples, the counts and acknowledged findings go.
-        store.x(
+        store.db.x(
             "UPDATE record_alarms SET acked_at = ?, acked_by = 'S1'", (time.time() - 40 * 86_400,)
         )
-        with store.transaction():  # 31 days on
-            gone = store.expire(time.time() + 31 * 86_400, 30)
+        with store.db.transaction():  # 31 days on
+            gone = store.record.expire(time.time() + 31 * 86_400, 30)
         assert gone >= samples + 1
-        assert store.all("SELECT count(*) FROM rejects") == [(0,)]
+        assert store.db.all("SELECT count(*) FROM rejects") == [(0,)]
     finally:
         store.close()
     lines = [
@@ -147,18 +149,18 @@ async def test_one_tables_flood_is_dropped_and_the_others_keep_their_pace(
     store = read_store(config)
     try:
         for table in tables:
-            assert store.seqs(table.table_id) == list(range(1, table.seq + 1))
+            assert store.pages.seqs(table.table_id) == list(range(1, table.seq + 1))
         # PG-07 itself sent nothing genuine: silent it is. The dealing tables never were.
-        silent = store.all("SELECT table_id FROM record_alarms WHERE kind = 'table_silent'")
+        silent = store.db.all("SELECT table_id FROM record_alarms WHERE kind = 'table_silent'")
         assert {t for (t,) in silent} <= {"PG-07"}, silent
-        flood = store.all("SELECT table_id, kind FROM record_alarms WHERE kind = 'flood'")
+        flood = store.db.all("SELECT table_id, kind FROM record_alarms WHERE kind = 'flood'")
         assert flood == [("PG-07", "flood")]
-        counted = store.all("SELECT count FROM reject_counts WHERE reason = 'flood'")
+        counted = store.db.all("SELECT count FROM reject_counts WHERE reason = 'flood'")
         assert dropped >= 800 and counted == [(dropped,)]
-        assert int(store.all("SELECT count(*) FROM rejects")[0][0]) <= 2 * REJECT_SAMPLES
+        assert int(store.db.all("SELECT count(*) FROM rejects")[0][0]) <= 2 * REJECT_SAMPLES
         # The page's live stream encodes the tiles (a Decimal from PostgreSQL's sum once
         # stopped it for good, silently, in bench/pit.py --flood).
-        tiles = {t["table_id"]: t for t in store.tiles()}
+        tiles = {t["table_id"]: t for t in store.pages.tiles()}
         assert type(tiles["PG-07"]["rejected_last_hour"]) is int
         assert orjson.dumps(list(tiles.values()))
     finally:

@@ -38,11 +38,11 @@ async def test_every_message_once_and_a_gap_reported_then_filled(
         await publish(broker.port, [m for m in feed if m not in held_back])
         await pit.until(lambda: pit.ingest.stats.gaps_reported == 2)
         store = read_store(config)
-        assert store.all("SELECT seq FROM missing WHERE filled_at IS NULL ORDER BY seq") == [
+        assert store.db.all("SELECT seq FROM missing WHERE filled_at IS NULL ORDER BY seq") == [
             (3,),
             (4,),
         ]
-        tile = store.tiles(["PG-01"])[0]
+        tile = store.pages.tiles(["PG-01"])[0]
         assert tile["open_gaps"] == 2
         # The held-back ones arrive, and a resend of what the pit already has (replayed).
         again = json.loads(feed[1][1])
@@ -54,10 +54,10 @@ async def test_every_message_once_and_a_gap_reported_then_filled(
     # filled milliseconds later); the resend's sweep warns of one that outlives it.
     warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert not [w for w in warned if "pit_gap" in w], warned
-    assert store.seqs("PG-01") == list(range(1, table.seq + 1))
-    assert store.all("SELECT count(*) FROM missing WHERE filled_at IS NULL") == [(0,)]
-    assert store.counts()["messages"] == len(feed)
-    assert store.counts()["rounds"] == 4
+    assert store.pages.seqs("PG-01") == list(range(1, table.seq + 1))
+    assert store.db.all("SELECT count(*) FROM missing WHERE filled_at IS NULL") == [(0,)]
+    assert store.pages.counts()["messages"] == len(feed)
+    assert store.pages.counts()["rounds"] == 4
     store.close()
 
 
@@ -80,11 +80,11 @@ async def test_nothing_lost_over_pit_and_broker_restarts(
         assert pit.ingest.stats.session_present == [True]
         store = read_store(config)
         await pit.until(
-            lambda: all(store.seqs(t.table_id) == list(range(1, t.seq + 1)) for t in tables)
+            lambda: all(store.pages.seqs(t.table_id) == list(range(1, t.seq + 1)) for t in tables)
         )
         # Quiet for a moment: nothing more, nothing twice.
         await asyncio.sleep(0.5)
-    counts = store.counts()
+    counts = store.pages.counts()
     assert counts["gaps_reported"] == 0
     assert counts["rounds"] == 2 * 12
     assert counts["rejects"] == 0
@@ -103,15 +103,15 @@ async def test_mqtt5_session_and_shared_subscription_split_the_load(
         await publish(broker.port, [m for f in feeds for m in f])
         total = sum(len(f) for f in feeds)
         store = read_store(one)
-        await a.until(lambda: store.counts()["messages"] >= total)
+        await a.until(lambda: store.pages.counts()["messages"] >= total)
         # Each pit counts its batch once back on the event loop, after the commit.
         await a.until(lambda: a.ingest.stats.stored + b.ingest.stats.stored >= total)
         assert a.ingest.stats.stored > 0 and b.ingest.stats.stored > 0
         assert a.ingest.stats.stored + b.ingest.stats.stored == total
     for t in tables:
-        assert store.seqs(t.table_id) == list(range(1, t.seq + 1))
+        assert store.pages.seqs(t.table_id) == list(range(1, t.seq + 1))
     # A member may see a table's seq out of order: any gap it reported is filled.
-    assert store.counts()["gaps_open"] == 0
+    assert store.pages.counts()["gaps_open"] == 0
     store.close()
 
 
@@ -135,9 +135,9 @@ async def test_malformed_messages_are_kept_as_rejects_not_stored(
         )
         await pit.until(lambda: pit.ingest.stats.rejected == 3)
     store = read_store(config)
-    reasons = sorted(r[0] for r in store.all("SELECT reason FROM rejects"))
+    reasons = sorted(r[0] for r in store.db.all("SELECT reason FROM rejects"))
     assert reasons[0] == "not JSON"
     assert any("status" in r for r in reasons)
     assert any("PG-02" in r for r in reasons)
-    assert store.counts()["messages"] == 0
+    assert store.pages.counts()["messages"] == 0
     store.close()

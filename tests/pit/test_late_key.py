@@ -52,11 +52,11 @@ def test_messages_before_the_key_is_registered_are_stored_once_it_is(
         late = _rounds(table, 1)
         outcome = store.ingest(late)
         assert outcome.rejudged == len(early) and outcome.stored == len(early) + len(late)
-        assert store.seqs("PG-05") == list(range(1, table.seq + 1))
-        [tile] = store.tiles(["PG-05"])
+        assert store.pages.seqs("PG-05") == list(range(1, table.seq + 1))
+        [tile] = store.pages.tiles(["PG-05"])
         assert tile["first_seq"] == 1 and tile["open_gaps"] == 0 and tile["awaiting_key"] == 0
-        assert store.all("SELECT count(*) FROM missing WHERE table_id = 'PG-05'") == [(0,)]
-        assert store.all("SELECT count(*) FROM awaiting_key") == [(0,)]
+        assert store.db.all("SELECT count(*) FROM missing WHERE table_id = 'PG-05'") == [(0,)]
+        assert store.db.all("SELECT count(*) FROM awaiting_key") == [(0,)]
     finally:
         store.close()
 
@@ -76,12 +76,12 @@ def test_the_wrong_key_first_then_the_right_one_and_the_tile_says_how_many_wait(
         first = _rounds(table, 4)
         outcome = store.ingest(first)
         assert outcome.stored == 0 and "key_changed" in {a["kind"] for a in outcome.alarms}
-        [tile] = store.tiles(["PG-07"])
+        [tile] = store.pages.tiles(["PG-07"])
         assert tile["awaiting_key"] == len(first)
         keys_file.write_text(keys_line("PG-07", sim_signer("PG-07").public_key))
         assert store.ingest([]).stored == len(first)  # even a batch of nothing takes them
-        assert store.seqs("PG-07") == list(range(1, table.seq + 1))
-        assert store.tiles(["PG-07"])[0]["awaiting_key"] == 0
+        assert store.pages.seqs("PG-07") == list(range(1, table.seq + 1))
+        assert store.pages.tiles(["PG-07"])[0]["awaiting_key"] == 0
     finally:
         store.close()
 
@@ -104,9 +104,9 @@ def test_a_forgery_in_the_tables_name_is_not_stored_by_the_late_registration(
             keys_file.read_text() + keys_line("PG-05", sim_signer("PG-05").public_key)
         )
         assert store.ingest([]).stored == len(genuine)
-        bodies = store.all("SELECT body FROM messages WHERE table_id = 'PG-05'")
+        bodies = store.db.all("SELECT body FROM messages WHERE table_id = 'PG-05'")
         assert all(attacker.key_id not in str(b) for (b,) in bodies)
-        left = store.all("SELECT key_id, count(*) FROM awaiting_key GROUP BY key_id")
+        left = store.db.all("SELECT key_id, count(*) FROM awaiting_key GROUP BY key_id")
         assert left == [(attacker.key_id, len(forged))]  # still refused, still waiting
     finally:
         store.close()
@@ -115,11 +115,11 @@ def test_a_forgery_in_the_tables_name_is_not_stored_by_the_late_registration(
 def test_the_wait_is_bounded_per_table(db_url: str, tmp_path: Path) -> None:
     migrate(db_url)
     store = Store(db_url, root=ROOT, feed_keys=FeedKeys(path=feed_keys_file(tmp_path / "k")))
-    store.awaiting = AwaitingKeys(store.all, store.x, per_table=5)
+    store.awaiting = AwaitingKeys(store.db.all, store.db.x, per_table=5)
     try:
         outcome = store.ingest(_rounds(SimTable("PG-66", key=KEY), 4))
         assert outcome.rejected > 5 and outcome.awaiting == 5
-        assert store.all("SELECT count(*) FROM awaiting_key") == [(5,)]
+        assert store.db.all("SELECT count(*) FROM awaiting_key") == [(5,)]
     finally:
         store.close()
 

@@ -26,7 +26,7 @@ from tests.pit.test_tables import (
 
 
 def _awaiting(store: Store) -> int:
-    return int(store.all("SELECT count(*) FROM awaiting_key")[0][0])
+    return int(store.db.all("SELECT count(*) FROM awaiting_key")[0][0])
 
 
 async def test_a_table_registered_after_it_started_has_a_whole_copy(
@@ -56,22 +56,22 @@ async def test_a_table_registered_after_it_started_has_a_whole_copy(
         for _ in range(3):
             await _deal_and_close([table])
         await _wait(lambda: _awaiting(store) >= 6, 60)
-        assert store.seqs("PG-03") == []
+        assert store.pages.seqs("PG-03") == []
         keys.write_text(keys.read_text() + keys_line("PG-03", signer.public_key))
         await _deal_and_close([table])
         await _wait(lambda: _outbox(table.journal) == 0, 60)
         # Gaps (a status naming seqs still on their way) fill while the table runs and can
         # answer a resend; then it closes.
-        await _wait(lambda: store.counts()["gaps_open"] == 0, 60)
+        await _wait(lambda: store.pages.counts()["gaps_open"] == 0, 60)
         await table.close()
         expected = _journal_rounds(table.journal)
         await _wait(
-            lambda: {r[0] for r in store.all("SELECT round_id FROM rounds")} >= expected, 60
+            lambda: {r[0] for r in store.db.all("SELECT round_id FROM rounds")} >= expected, 60
         )
         with sqlite3.connect(f"file:{table.journal}?mode=ro", uri=True) as conn:
             sent = int(conn.execute("SELECT max(seq) FROM sent").fetchone()[0] or 0)
-        await _wait(lambda: store.seqs("PG-03")[-1:] == [sent], 30)
-        seqs = store.seqs("PG-03")
+        await _wait(lambda: store.pages.seqs("PG-03")[-1:] == [sent], 30)
+        seqs = store.pages.seqs("PG-03")
         print(f"PG-03 registered late: the pit holds seqs {seqs[0]}..{seqs[-1]} ({len(seqs)}), "
               f"the table sent 1..{sent}; rounds {len(expected)} of {len(expected)}")  # fmt: skip
         assert seqs == list(range(1, sent + 1))

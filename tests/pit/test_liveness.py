@@ -108,23 +108,23 @@ async def test_a_silent_table_is_probed_then_marked_and_a_live_one_answers(
             await table.start()
             await publish(broker.port, [(t, wire(b)) for t, b in [ghost.status(datetime.now(UTC))]])
             store = read_store(config)
-            await pit.until(lambda: {"PG-02", "PG-03"} <= set(store.table_ids()))
+            await pit.until(lambda: {"PG-02", "PG-03"} <= set(store.pages.table_ids()))
             started = time.monotonic()
-            await pit.until(lambda: store.tiles(["PG-03"])[0]["state"] == "silent", 15)
+            await pit.until(lambda: store.pages.tiles(["PG-03"])[0]["state"] == "silent", 15)
             marked = time.monotonic() - started
             # The real daemon was quiet as long, was probed, answered: not silent.
             await pit.until(lambda: pit.ingest.liveness.probes_sent >= 4, 15)
-            live = store.tiles(["PG-02"])[0]
+            live = store.pages.tiles(["PG-02"])[0]
             assert live["state"] in ("online", "closed") and live["silent_since"] is None
             assert live["last_heard"] > time.time() - 3
-            kinds = [a["kind"] for a in store.tiles(["PG-03"])[0]["record_alarms"]]
+            kinds = [a["kind"] for a in store.pages.tiles(["PG-03"])[0]["record_alarms"]]
             assert kinds == ["table_silent"]
-            assert store.tiles(["PG-02"])[0]["record_alarms"] == []
+            assert store.pages.tiles(["PG-02"])[0]["record_alarms"] == []
             print(f"silent table marked after {marked:.2f} s (silent_after 3 s)")
             # It speaks again: the mark goes (the record alarm stays until acknowledged).
             await publish(broker.port, [(t, wire(b)) for t, b in [ghost.status(datetime.now(UTC))]])
-            await pit.until(lambda: store.tiles(["PG-03"])[0]["silent_since"] is None, 10)
-            assert store.tiles(["PG-03"])[0]["state"] in ("online", "closed")
+            await pit.until(lambda: store.pages.tiles(["PG-03"])[0]["silent_since"] is None, 10)
+            assert store.pages.tiles(["PG-03"])[0]["state"] in ("online", "closed")
             store.close()
     finally:
         await table.close()

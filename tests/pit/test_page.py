@@ -196,7 +196,7 @@ async def test_pit_page_live_tiles_and_acknowledge_by_signed_command(
                 from pit.store import Store
 
                 copy = Store(db_url, root="casino/demo/paigow/")
-                alarms = copy.all("SELECT code, acked_by FROM alarms")
+                alarms = copy.db.all("SELECT code, acked_by FROM alarms")
                 copy.close()
                 seen = f"pit alarms {alarms}; links {pit.web.links.as_dict()}"
                 raise AssertionError(f"not acknowledged on the page; {seen}; log:\n{log}") from None
@@ -226,11 +226,11 @@ async def test_pit_page_live_tiles_and_acknowledge_by_signed_command(
 
     store = Store(db_url, root="casino/demo/paigow/")
     try:
-        rows = store.all("SELECT kind, by_name FROM commands")
+        rows = store.db.all("SELECT kind, by_name FROM commands")
         assert rows == [("acknowledge_alarm", "S100")]
-        body = json.loads(store.all("SELECT body FROM commands")[0][0])
+        body = json.loads(store.db.all("SELECT body FROM commands")[0][0])
         assert body["table_id"] == "PG-01" and body["key_id"] == "pit" and body["signature"]
-        acked = store.all("SELECT code, acked_by FROM alarms WHERE acked_by IS NOT NULL")
+        acked = store.db.all("SELECT code, acked_by FROM alarms WHERE acked_by IS NOT NULL")
         assert acked == [("command_refused", "S100")]
     finally:
         store.close()

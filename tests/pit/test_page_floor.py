@@ -68,12 +68,12 @@ def feed(db_url: str, kinds: dict[str, str]) -> None:
     try:
         for start in range(0, len(items), 200):
             store.ingest(items[start : start + 200])
-        with store.transaction():
+        with store.db.transaction():
             for table, kind in kinds.items():
                 if kind == "silent":
-                    store.mark_silent(table, at, at - 45, Outcome())
+                    store.record.mark_silent(table, at, at - 45, Outcome())
                 if kind == "record":
-                    store.x(
+                    store.db.x(
                         "INSERT INTO record_alarms (id, table_id, kind, detail, raised_at) "
                         "VALUES (?, ?, ?, ?, ?)",
                         (f"{table}:checkpoint_forged:1", table, "checkpoint_forged",

@@ -64,7 +64,7 @@ async def test_a_real_table_through_rabbitmq_reaches_the_pit_once(
             for _ in range(3):
                 await _deal_and_close([table])
             store = read_store(config)
-            await pit.until(lambda: store.counts()["rounds"] >= 3, 30)
+            await pit.until(lambda: store.pages.counts()["rounds"] >= 3, 30)
         for _ in range(3):  # the pit is away; RabbitMQ keeps its queue
             await _deal_and_close([table])
         deadline = time.monotonic() + 30
@@ -73,14 +73,14 @@ async def test_a_real_table_through_rabbitmq_reaches_the_pit_once(
         async with RunningIngest(config) as pit:
             expected = _journal_rounds(table.journal)
             await pit.until(
-                lambda: {r[0] for r in store.all("SELECT round_id FROM rounds")} >= expected, 30
+                lambda: {r[0] for r in store.db.all("SELECT round_id FROM rounds")} >= expected, 30
             )
-        seqs = store.seqs("PG-R1")
+        seqs = store.pages.seqs("PG-R1")
         assert seqs == list(range(1, len(seqs) + 1))
         assert len(expected) == 6
-        counts = store.counts()
+        counts = store.pages.counts()
         assert counts["gaps_open"] == 0 and counts["rejects"] == 0
-        assert store.all("SELECT DISTINCT signature FROM checkpoints") == [("valid",)]
+        assert store.db.all("SELECT DISTINCT signature FROM checkpoints") == [("valid",)]
         store.close()
     finally:
         await table.close()

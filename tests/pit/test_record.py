@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from controller.journal.checkpoints import sign_checkpoint
 from pit import shift
+from pit.sessions import Sessions
 from pit.store import Incoming, Store, migrate
 from simulators.feed import SimTable, SimulatedKeys, wire
 from tests.pit.conftest import KEY
@@ -46,7 +47,7 @@ def _checkpoint(
 
 
 def _kinds(store: Store, table: str) -> list[str]:
-    return [a["kind"] for a in store.tiles([table])[0]["record_alarms"]]
+    return [a["kind"] for a in store.pages.tiles([table])[0]["record_alarms"]]
 
 
 def test_checkpoints_kept_and_checked(db_url: str) -> None:
@@ -55,9 +56,9 @@ def test_checkpoints_kept_and_checked(db_url: str) -> None:
     now = datetime.now(UTC)
     for i in range(3):
         store.ingest(_incoming(table.next_round(now + timedelta(seconds=i))))
-    rows = store.all("SELECT signature FROM checkpoints WHERE table_id = 'PG-01'")
+    rows = store.db.all("SELECT signature FROM checkpoints WHERE table_id = 'PG-01'")
     assert rows == [("valid",)] * 3
-    head = store.tiles(["PG-01"])[0]["chain"]
+    head = store.pages.tiles(["PG-01"])[0]["chain"]
     assert head["event_id"] == table.event_id
     assert _kinds(store, "PG-01") == []
     # A checkpoint signed with another key: refused, alarmed.
@@ -85,10 +86,10 @@ def test_a_rewritten_chain_and_a_cut_tail_raise_alarms_until_acknowledged(db_url
     # One open alarm per kind: the next rewrite adds none.
     assert store.ingest([_checkpoint(table, 10, "d" * 64, at[3])]).alarms == []
     # Acknowledged by a named person, it leaves the tile.
-    for alarm in store.tiles(["PG-02"])[0]["record_alarms"]:
-        assert store.acknowledge_record_alarm(alarm["id"], "Sam Supervisor")
+    for alarm in store.pages.tiles(["PG-02"])[0]["record_alarms"]:
+        assert Sessions(store.db).acknowledge_record_alarm(alarm["id"], "Sam Supervisor")
     assert _kinds(store, "PG-02") == []
-    assert store.all("SELECT DISTINCT acked_by FROM record_alarms") == [("Sam Supervisor",)]
+    assert store.db.all("SELECT DISTINCT acked_by FROM record_alarms") == [("Sam Supervisor",)]
     store.close()
 
 
@@ -111,10 +112,10 @@ def test_shift_numbers_csv_and_signed_report(db_url: str) -> None:
     now = datetime.now(UTC)
     for i in range(30):
         store.ingest(_incoming(table.next_round(now + timedelta(seconds=6 * i), wager=10)))
-    known = shift.shifts(store)
-    rows = shift.numbers(store, known[0])
+    known = shift.shifts(store.pages)
+    rows = shift.numbers(store.pages, known[0])
     total = sum(r["rounds"] for r in rows)
-    assert total == sum(1 for _ in store.all("SELECT 1 FROM rounds WHERE shift = ?", known[:1]))
+    assert total == sum(1 for _ in store.db.all("SELECT 1 FROM rounds WHERE shift = ?", known[:1]))
     row = rows[0]
     assert row["table_id"] == "PG-04" and row["dealer_id"] == "D-100"
     assert row["settled"] + row["dead"] == row["rounds"]
@@ -124,7 +125,7 @@ def test_shift_numbers_csv_and_signed_report(db_url: str) -> None:
     assert row["rounds_per_hour"] > 0
     text = shift.to_csv(rows)
     assert text.splitlines()[0].startswith("shift,table_id,dealer_id,rounds")
-    report = shift.report(store, known[0], KEY, "report.key", "demo")
+    report = shift.report(store.pages, known[0], KEY, "report.key", "demo")
     assert shift.verify_report(KEY, report)
     tampered = json.loads(json.dumps(report))
     tampered["numbers"][0]["rounds"] += 1
@@ -160,7 +161,7 @@ def test_game_protection_pooled_by_shuffler_and_model(db_url: str) -> None:
         messages.append((f"{t.prefix}{payload.TOPIC}", body))
     store.ingest(_incoming(messages))
     shufflers = {"PG-20": "MDX-2 0451", "PG-21": "MDX-2 0451", "PG-22": "MDX-2 0733"}
-    pools = {(p["pool"], p["id"]): p for p in store.pooled_protection(shufflers)}
+    pools = {(p["pool"], p["id"]): p for p in store.pages.pooled_protection(shufflers)}
     shared = pools[("shuffler", "MDX-2 0451")]
     assert shared["tables"] == ["PG-20", "PG-21"] and shared["rounds"] == 10
     assert shared["protection_alarms"] == 1 and shared["tests"] == ["card_packet"]

@@ -88,26 +88,28 @@ async def test_messages_the_broker_lost_are_asked_for_and_stored_once(
         async with _running(first):
             await table.start()
             await table.deal()
-            await _until(lambda: store.counts()["rounds"] == 1)
+            await _until(lambda: store.pages.counts()["rounds"] == 1)
         # The pit is away; the broker queues for its session. It comes back as another one.
         for _ in range(3):
             await table.deal()
         await asyncio.sleep(1.0)  # the table has published them (the broker took them)
         async with _running(_config(tmp_path, broker.port, db_url, "pit-new", command_key)) as pit:
             await table.deal()  # its seq jumps over what the old session holds: a gap
-            await _until(lambda: store.counts()["gaps_reported"] > 0)
+            await _until(lambda: store.pages.counts()["gaps_reported"] > 0)
             journaled = _journaled(table.journal)
-            await _until(lambda: store.seqs("PG-09") == list(range(1, journaled[0] + 1)))
+            await _until(lambda: store.pages.seqs("PG-09") == list(range(1, journaled[0] + 1)))
             assert pit.ingest.liveness.resends_sent >= 1
             # The gap outlived its grace: now it is a warning, naming its seqs (issue 39).
             warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
             assert [w for w in warned if w.startswith("pit_gap table=PG-09 seqs=")], warned
     finally:
         await table.close()
-    counts = store.counts()
+    counts = store.pages.counts()
     assert counts["rounds"] == journaled[1] and counts["gaps_open"] == 0
     assert counts["record_alarms"] == 0 and counts["rejects"] == 0  # no chain_skipped
-    replayed = store.one("SELECT count(*) FROM messages WHERE table_id = 'PG-09' AND replayed = 1")
+    replayed = store.db.one(
+        "SELECT count(*) FROM messages WHERE table_id = 'PG-09' AND replayed = 1"
+    )
     assert replayed is not None and replayed[0] >= 3  # the three rounds came as resends
     store.close()
 

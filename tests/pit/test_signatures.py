@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from controller.feed_signature import FeedSigner
 from pit.keys import FeedKeys
+from pit.sessions import Sessions
 from pit.store import Incoming, Store, migrate
 from simulators.feed import SimTable, sim_signer, unsigned, wire
 from simulators.mosquitto import Mosquitto
@@ -90,18 +91,20 @@ async def test_a_message_not_the_tables_own_signed_words_is_a_reject_with_an_ala
                     await pit.until(lambda want=want: pit.ingest.stats.stored >= want, 10)
                 except TimeoutError:
                     raise AssertionError(f"{what}: not refused, or the next not stored") from None
-                (last,) = store.all("SELECT reason FROM rejects ORDER BY received_at DESC LIMIT 1")
+                (last,) = store.db.all(
+                    "SELECT reason FROM rejects ORDER BY received_at DESC LIMIT 1"
+                )
                 assert last[0].startswith(reason), (what, last[0])
-                alarms = store.tiles(["PG-01"])[0]["record_alarms"]
+                alarms = store.pages.tiles(["PG-01"])[0]["record_alarms"]
                 assert [a["kind"] for a in alarms] == [kind], (what, alarms)
-                assert store.acknowledge_record_alarm(alarms[0]["id"], "S100")
+                assert Sessions(store.db).acknowledge_record_alarm(alarms[0]["id"], "S100")
             assert pit.ingest.stats.connects == 1 and pit.ingest.stats.database_errors == 0
             # None of them is the table's state: its copy holds only its own messages.
-            dealers = store.all("SELECT DISTINCT dealer_id FROM rounds WHERE table_id = 'PG-01'")
+            dealers = store.db.all("SELECT DISTINCT dealer_id FROM rounds WHERE table_id = 'PG-01'")
             assert dealers == [("D-100",)]
-            assert store.seqs("PG-01") == list(range(1, table.seq + 1))
-            assert store.table_ids() == ["PG-01"]
-            bodies = [json.loads(b) for (b,) in store.all("SELECT body FROM messages")]
+            assert store.pages.seqs("PG-01") == list(range(1, table.seq + 1))
+            assert store.pages.table_ids() == ["PG-01"]
+            bodies = [json.loads(b) for (b,) in store.db.all("SELECT body FROM messages")]
             assert all(b["sig"]["key_id"] == sim_signer("PG-01").key_id for b in bodies)
         finally:
             store.close()
@@ -123,11 +126,11 @@ def test_a_table_without_a_registered_key_is_refused_naming_its_key(
         assert outcome.stored == 0 and outcome.rejected == len(items)
         assert [a["kind"] for a in outcome.alarms] == ["key_unregistered"]
         assert sim_signer("PG-05").key_id in outcome.alarms[0]["detail"]
-        assert "PG-05" not in store.table_ids()  # any name can be published under: no tile
+        assert "PG-05" not in store.pages.table_ids()  # any name can be published under: no tile
         # A registered table never heard yet: a forgery in its name shows on its tile at once.
         forged = SimTable("PG-01", key=KEY).next_round(datetime.now(UTC))[0]
         store.ingest([Incoming(forged[0], unsigned(forged[1]), False, time.time())])
-        assert [a["kind"] for a in store.tiles(["PG-01"])[0]["record_alarms"]] == ["unsigned"]
+        assert [a["kind"] for a in store.pages.tiles(["PG-01"])[0]["record_alarms"]] == ["unsigned"]
         keys_file.write_text(keys_file.read_text() + feed_keys_file(
             tmp_path / "more", ["PG-05"]).read_text())  # fmt: skip
         waited = len(items)  # refused for their key alone: judged again now (issue 39)
@@ -167,21 +170,21 @@ async def test_a_real_tables_rewritten_or_cut_journal_is_a_live_record_alarm(
             store = read_store(config)
 
             def checkpoints() -> int:
-                rows = store.all("SELECT count(*) FROM checkpoints WHERE table_id = 'PG-07'")
+                rows = store.db.all("SELECT count(*) FROM checkpoints WHERE table_id = 'PG-07'")
                 return int(rows[0][0])
 
             await table.start()
             for n in (1, 2):
                 await table.deal()
                 await pit.until(lambda n=n: checkpoints() >= n, 30)
-            assert store.tiles(["PG-07"])[0]["record_alarms"] == []  # the honest chain
+            assert store.pages.tiles(["PG-07"])[0]["record_alarms"] == []  # the honest chain
             await _wait(lambda: _outbox(table.journal) == 0, 30)
             await table.stop()
             change(table.journal)
             await table.start()
             await table.deal()
             await pit.until(lambda: kind in _kinds(store), 30)
-            valid = store.all("SELECT DISTINCT signature FROM checkpoints")
+            valid = store.db.all("SELECT DISTINCT signature FROM checkpoints")
             assert valid == [("valid",)]  # genuinely the table's checkpoints, link included
             store.close()
     finally:
@@ -189,4 +192,4 @@ async def test_a_real_tables_rewritten_or_cut_journal_is_a_live_record_alarm(
 
 
 def _kinds(store: Store) -> list[str]:
-    return [a["kind"] for a in store.tiles(["PG-07"])[0]["record_alarms"]]
+    return [a["kind"] for a in store.pages.tiles(["PG-07"])[0]["record_alarms"]]

@@ -60,7 +60,7 @@ def _sent_max(journal: Path) -> int:
 
 
 def _open_gaps(store: Store) -> set[tuple[str, int]]:
-    rows = store.all("SELECT table_id, seq FROM missing WHERE filled_at IS NULL")
+    rows = store.db.all("SELECT table_id, seq FROM missing WHERE filled_at IS NULL")
     return {(str(t), int(s)) for t, s in rows}
 
 
@@ -110,7 +110,7 @@ async def test_real_tables_pit_killed_and_broker_restarted_nothing_lost(
         store = Store(db_url, root="casino/demo/paigow/")
         for _ in range(3):
             await _deal_and_close(tables)
-        await _wait(lambda: store.counts()["rounds"] >= 6, 90)  # a loaded machine
+        await _wait(lambda: store.pages.counts()["rounds"] >= 6, 90)  # a loaded machine
         pit.send_signal(signal.SIGKILL)  # a crash mid-shift, with nothing to say
         pit.wait()
         for _ in range(3):  # dealt while the pit is down
@@ -126,12 +126,12 @@ async def test_real_tables_pit_killed_and_broker_restarted_nothing_lost(
         # the tables run and can answer it: a table closed first could not, and the gap would
         # stay open as it should on a floor (the table is gone), which failed this test under
         # a loaded machine (issue 42). The gaps its closing messages make are checked below.
-        await _wait(lambda: store.counts()["gaps_open"] == 0, 60)
+        await _wait(lambda: store.pages.counts()["gaps_open"] == 0, 60)
         await asyncio.gather(*(t.close() for t in tables))
         expected = set().union(*(_journal_rounds(t.journal) for t in tables))
         assert len(expected) >= 18
         await _wait(
-            lambda: {r[0] for r in store.all("SELECT round_id FROM rounds")} >= expected, 60
+            lambda: {r[0] for r in store.db.all("SELECT round_id FROM rounds")} >= expected, 60
         )
         # Gaps the pit saw on the way (a status naming seqs still in a table's outbox) are
         # filled: the last of them by the messages a table publishes as it closes, which may
@@ -142,16 +142,16 @@ async def test_real_tables_pit_killed_and_broker_restarted_nothing_lost(
         # its status said 20). Every seq a table did send is stored.
         await _wait(lambda: _open_gaps(store) <= _unsent(tables), 60)
         for t in tables:
-            seqs = store.seqs(t.table_id)
+            seqs = store.pages.seqs(t.table_id)
             assert seqs == list(range(1, len(seqs) + 1)), f"{t.table_id}: {seqs}"
             # What a table's own stop made (its devices going offline) may still wait in its
             # outbox when it exits, under load: kept, named by its last status, sent at its next
             # start; every seq it did send is stored.
             assert _sent_max(t.journal) <= seqs[-1], f"{t.table_id}: {seqs[-1]}"
-        counts = store.counts()
+        counts = store.pages.counts()
         assert counts["rejects"] == 0
         assert counts["record_alarms"] == 0
-        assert store.all("SELECT count(*) FROM checkpoints WHERE signature <> 'valid'") == [(0,)]
+        assert store.db.all("SELECT count(*) FROM checkpoints WHERE signature <> 'valid'") == [(0,)]
     finally:
         pit.send_signal(signal.SIGTERM)
         pit.wait(30)

@@ -24,7 +24,7 @@ from aiohttp import web
 from controller.display.dealers import hash_pin
 from controller.messages import AlarmPayload, envelope
 from pit.config import PitConfig, parse_pit_config
-from pit.service import store_factory
+from pit.service import page_store_factory, store_factory
 from pit.store import Incoming, migrate
 from pit.web import PitWeb, serving
 from simulators.feed import SimTable, wire
@@ -110,7 +110,7 @@ async def test_a_forged_acknowledge_is_refused_and_a_badge_and_pin_acknowledge(
 ) -> None:
     config, token = _config(tmp_path, broker.port, db_url)
     alarm_id = _seed(config)
-    pit = PitWeb(config, store_factory(config))
+    pit = PitWeb(config, page_store_factory(config))
     async with serving(pit), _commands(broker.port) as sent:
         url = pit.url
         jar = aiohttp.CookieJar(unsafe=True)
@@ -154,9 +154,9 @@ async def test_a_forged_acknowledge_is_refused_and_a_badge_and_pin_acknowledge(
         async with replay, replay.get(f"{url}/api/floor") as r:
             assert r.status == 401
         await _guess_pins(url, token, forged)
-    store = store_factory(config)()
+    store = page_store_factory(config)()
     try:
-        assert store.all("SELECT by_name FROM commands") == [("S100",)]
+        assert store.db.all("SELECT by_name FROM commands") == [("S100",)]
     finally:
         store.close()
 
@@ -175,7 +175,7 @@ async def test_one_supervisors_wrong_pins_do_not_lock_out_the_others_behind_one_
         f"S100 {hash_pin(PIN, iterations=20_000)}\nS200 {hash_pin('771203', iterations=20_000)}",
     )
     alarm_id = _seed(config)
-    pit = PitWeb(config, store_factory(config))
+    pit = PitWeb(config, page_store_factory(config))
     async with serving(pit), _commands(broker.port) as sent, aiohttp.ClientSession() as http:
         url, auth = pit.url, {"Authorization": f"Bearer {token}"}
         ack = {"table_id": "PG-01", "alarm_id": alarm_id}
@@ -216,7 +216,7 @@ async def _guess_pins(url: str, token: str, forged: dict[str, str]) -> None:
 async def test_event_streams_are_capped(broker: Mosquitto, db_url: str, tmp_path: Path) -> None:
     config, token = _config(tmp_path, broker.port, db_url)
     migrate(config.database_url)
-    pit = PitWeb(config, store_factory(config))
+    pit = PitWeb(config, page_store_factory(config))
     auth = {"Authorization": f"Bearer {token}"}
     async with serving(pit), aiohttp.ClientSession(headers=auth) as http:
         open_: list[aiohttp.ClientResponse] = []
@@ -268,7 +268,7 @@ async def test_the_session_cookie_is_secure_over_tls(
         tmp_path, broker.port, db_url, f'cert_file = "{cert}"\nkey_file = "{key}"\n'
     )
     migrate(config.database_url)
-    pit = PitWeb(config, store_factory(config))
+    pit = PitWeb(config, page_store_factory(config))
     context = ssl.create_default_context(cafile=str(cert))
     context.check_hostname = False
     async with serving(pit), aiohttp.ClientSession() as http:
@@ -308,7 +308,7 @@ async def test_in_chromium_a_cross_site_page_cannot_acknowledge_nor_rebind(
     (host-resolver-rules, as DNS rebinding would) gets nothing either."""
     config, token = _config(tmp_path, broker.port, db_url)
     alarm_id = _seed(config)
-    pit = PitWeb(config, store_factory(config))
+    pit = PitWeb(config, page_store_factory(config))
     forged = json.dumps({"table_id": "PG-01", "alarm_id": alarm_id, "by": "S100",
                          "badge": "S100", "pin": PIN})  # fmt: skip
     runner = web.AppRunner(_evil(lambda: pit.url + "/api/acknowledge", forged))
@@ -342,8 +342,8 @@ async def test_in_chromium_a_cross_site_page_cannot_acknowledge_nor_rebind(
             assert sent == []
     finally:
         await runner.cleanup()
-    store = store_factory(config)()
+    store = page_store_factory(config)()
     try:
-        assert store.all("SELECT count(*) FROM commands") == [(0,)]
+        assert store.db.all("SELECT count(*) FROM commands") == [(0,)]
     finally:
         store.close()
