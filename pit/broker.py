@@ -31,6 +31,7 @@ import socket
 import ssl
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -105,6 +106,95 @@ def link(config: PitConfig, *, subscriber: bool) -> Link:
     )  # fmt: skip
 
 
+class Driver:
+    """paho's client driven by a running asyncio loop through paho's public external-loop
+    interface: its socket watched for reading (:meth:`_readable`) and, while paho has bytes to
+    send, for writing; ``loop_misc`` once a second for the keepalive."""
+
+    def __init__(self, client: paho.Client, *, nodelay: bool, progress: Callable[[], int]) -> None:
+        self.client = client
+        self.nodelay = nodelay
+        #: messages handled so far (a read that brought none ends a wake-up's reading)
+        self.progress = progress
+        self.sock: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._misc: asyncio.Task[None] | None = None
+        client.on_socket_open = self._socket_open
+        client.on_socket_close = self._socket_close
+        client.on_socket_register_write = self._register_write
+        client.on_socket_unregister_write = self._unregister_write
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def keepalive(self, name: str) -> None:
+        self._misc = asyncio.create_task(self._keepalive(), name=name)
+
+    def stop(self) -> None:
+        """The keepalive ended, and the socket closed if it is still open."""
+        if self._misc is not None:
+            self._misc.cancel()
+        if self.sock is not None:  # paho closes it and says so (``_socket_close``)
+            with contextlib.suppress(Exception):
+                self.client.disconnect()
+                self.client.loop_write()
+
+    async def _keepalive(self) -> None:
+        while self.sock is not None:
+            self.client.loop_misc()
+            await asyncio.sleep(1.0)  # paho's own period for its keepalive checks
+
+    # paho's socket callbacks: on the loop's thread, but the socket's opening (connect runs in
+    # a thread of the loop's executor), which is handed to the loop.
+
+    def _socket_open(self, client: paho.Client, userdata: Any, sock: Any) -> None:
+        if self.nodelay and isinstance(sock, socket.socket) and sock.family != socket.AF_UNIX:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._watch, sock)
+
+    def _watch(self, sock: Any) -> None:
+        assert self._loop is not None
+        self.sock = sock
+        self._loop.add_reader(sock, self._readable)
+
+    def _socket_close(self, client: paho.Client, userdata: Any, sock: Any) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(sock)
+            self._loop.remove_writer(sock)
+        self.sock = None
+
+    def _register_write(self, client: paho.Client, userdata: Any, sock: Any) -> None:
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._writable_later, sock)
+
+    def _writable_later(self, sock: Any) -> None:
+        if self.sock is sock and self._loop is not None:
+            self._loop.add_writer(sock, self._writable)
+
+    def _unregister_write(self, client: paho.Client, userdata: Any, sock: Any) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_writer(sock)
+
+    def _readable(self) -> None:
+        """Every packet that has arrived, not one a wake-up: paho reads one a call; calls go
+        on while each brings a message (or a TLS layer holds bytes the socket will not wake
+        for again), and stop at the first that brings none (nothing more has arrived, or a
+        packet is half here: the socket wakes again for the rest)."""
+        for _ in range(READ_AT_ONCE):
+            before = self.progress()
+            if self.client.loop_read() != MQTTErrorCode.MQTT_ERR_SUCCESS:
+                return  # the link is gone: paho said so through on_disconnect
+            if self.progress() != before:
+                continue
+            pending = getattr(self.sock, "pending", None)  # ssl.SSLSocket.pending
+            if pending is None or pending() == 0:
+                return
+
+    def _writable(self) -> None:
+        self.client.loop_write()
+
+
 class Session:
     """One connection to the broker, driven by the running asyncio loop::
 
@@ -133,17 +223,12 @@ class Session:
         self.received = 0
         self._inbox: list[Message] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._sock: Any = None
         self._connected: asyncio.Future[None] | None = None
         self._lost: asyncio.Future[None] | None = None
         self._arrived = asyncio.Event()
         self._pending: dict[int, asyncio.Future[Any]] = {}
-        self._misc: asyncio.Task[None] | None = None
+        self.driver = Driver(self.client, nodelay=link.nodelay, progress=lambda: self.received)
         c = self.client
-        c.on_socket_open = self._socket_open
-        c.on_socket_close = self._socket_close
-        c.on_socket_register_write = self._register_write
-        c.on_socket_unregister_write = self._unregister_write
         c.on_connect = self._on_connect
         c.on_disconnect = self._on_disconnect
         c.on_message = self._on_message
@@ -154,6 +239,7 @@ class Session:
 
     async def __aenter__(self) -> Session:
         loop = self._loop = asyncio.get_running_loop()
+        self.driver.start(loop)
         self._connected = loop.create_future()
         self._lost = loop.create_future()
         link = self.link
@@ -186,80 +272,21 @@ class Session:
             if isinstance(exc, BrokerError):
                 raise
             raise BrokerError(f"cannot connect to {link.host}:{link.port}: {exc}") from exc
-        self._misc = asyncio.create_task(self._keepalive(), name=f"mqtt-misc-{link.client_id}")
+        self.driver.keepalive(name=f"mqtt-misc-{link.client_id}")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._sock is not None and self._lost is not None and not self._lost.done():
+        if self.driver.sock is not None and self._lost is not None and not self._lost.done():
             self.client.disconnect()
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(self._lost), 1.0)
         self._close()
 
     def _close(self) -> None:
-        if self._misc is not None:
-            self._misc.cancel()
-        if self._sock is not None:  # paho closes it and says so (``_socket_close``)
-            with contextlib.suppress(Exception):
-                self.client.disconnect()
-                self.client.loop_write()
+        self.driver.stop()
         for future in (self._connected, self._lost, *self._pending.values()):
             if future is not None and not future.done():
                 future.cancel()
-
-    async def _keepalive(self) -> None:
-        while self._sock is not None:
-            self.client.loop_misc()
-            await asyncio.sleep(1.0)  # paho's own period for its keepalive checks
-
-    # --- paho's callbacks (all on the loop's thread, but the socket's opening) -----------------
-
-    def _socket_open(self, client: paho.Client, userdata: Any, sock: Any) -> None:
-        if self.link.nodelay and isinstance(sock, socket.socket) and sock.family != socket.AF_UNIX:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._watch, sock)
-
-    def _watch(self, sock: Any) -> None:
-        assert self._loop is not None
-        self._sock = sock
-        self._loop.add_reader(sock, self._readable)
-
-    def _socket_close(self, client: paho.Client, userdata: Any, sock: Any) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.remove_reader(sock)
-            self._loop.remove_writer(sock)
-        self._sock = None
-
-    def _register_write(self, client: paho.Client, userdata: Any, sock: Any) -> None:
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._writable_later, sock)
-
-    def _writable_later(self, sock: Any) -> None:
-        if self._sock is sock and self._loop is not None:
-            self._loop.add_writer(sock, self._writable)
-
-    def _unregister_write(self, client: paho.Client, userdata: Any, sock: Any) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.remove_writer(sock)
-
-    def _readable(self) -> None:
-        """Every packet that has arrived, not one a wake-up: paho reads one a call; calls go
-        on while each brings a message (or a TLS layer holds bytes the socket will not wake
-        for again), and stop at the first that brings none (nothing more has arrived, or a
-        packet is half here: the socket wakes again for the rest)."""
-        for _ in range(READ_AT_ONCE):
-            before = self.received
-            if self.client.loop_read() != MQTTErrorCode.MQTT_ERR_SUCCESS:
-                return  # the link is gone: paho said so through on_disconnect
-            if self.received != before:
-                continue
-            pending = getattr(self._sock, "pending", None)  # ssl.SSLSocket.pending
-            if pending is None or pending() == 0:
-                return
-
-    def _writable(self) -> None:
-        self.client.loop_write()
 
     def _on_connect(self, client: paho.Client, userdata: Any, flags: Any, reason: ReasonCode,
                     properties: Any) -> None:  # fmt: skip
@@ -303,7 +330,7 @@ class Session:
 
     def _check_link(self) -> None:
         lost = self._lost
-        if lost is None or self._sock is None:
+        if lost is None or self.driver.sock is None:
             raise BrokerError("not connected")
         if lost.done() and not lost.cancelled():
             raise BrokerError("the link is lost") from lost.exception()
