@@ -742,9 +742,9 @@ async def api_kiosk_ticket(request: web.Request) -> web.StreamResponse:
     Wrong tokens are refused and counted, not locked out: a lockout would let any program on
     the table computer keep the kiosk from its credential (the token is 32+ random
     characters: guessing it is hopeless)."""
-    ctx = _ctx(request)
     if (refused := _kiosk_only(request)) is not None:
         return refused
+    ctx = _ctx(request)
     body = await bodies.body(request, bodies.KioskTicketBody)
     if not ctx.policy.kiosk.token_ok(body.token):
         ctx.tally.add("kiosk_token_refused")
@@ -757,9 +757,9 @@ async def api_kiosk_ticket(request: web.Request) -> web.StreamResponse:
 async def api_kiosk(request: web.Request) -> web.StreamResponse:
     """The kiosk page spends its ticket: the answer sets the kiosk's cookie (HttpOnly,
     SameSite=Strict, no expiry: it ends with the browser)."""
-    ctx = _ctx(request)
     if (refused := _kiosk_only(request)) is not None:
         return refused
+    ctx = _ctx(request)
     body = await bodies.body(request, bodies.KioskBody)
     if not ctx.policy.kiosk.redeem(body.ticket):
         ctx.tally.add("kiosk_ticket_refused")
@@ -832,14 +832,22 @@ def _redact_aiohttp_logs() -> None:
             logger.addFilter(_REDACT)
 
 
-class _NeutralRequest(web.Request):
-    """A request whose every answer names the server as ``SERVER_NAME``: the application's
-    ``on_response_prepare`` does it for routed requests, this for the answers aiohttp makes
-    before any route (a malformed request), which would otherwise name aiohttp's version."""
+class _NeutralHandler(web.RequestHandler):
+    """aiohttp's handler of one connection, whose own answers name the server as
+    ``SERVER_NAME`` too: the application's ``on_response_prepare`` does it for every answer
+    that reaches the application, this (``handle_error``) for those aiohttp makes itself, before
+    any route (a malformed request), which would otherwise name aiohttp's version."""
 
-    async def _prepare_hook(self, response: web.StreamResponse) -> None:
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        response = super().handle_error(request, status, exc, message)
         response.headers[hdrs.SERVER] = SERVER_NAME
-        await super()._prepare_hook(response)
+        return response
 
 
 def build_app(ctx: DisplayContext) -> web.Application:
@@ -1058,27 +1066,26 @@ class DisplayService:
     async def _serve(self, ctx: DisplayContext, host: str, port: int) -> None:
         cfg = ctx.host.config.display
         _redact_aiohttp_logs()
-        runner = web.AppRunner(
-            build_app(ctx),
-            access_log=None,
-            shutdown_timeout=1.0,
-            keepalive_timeout=cfg.idle_timeout,
-        )
+        handler_args: dict[str, Any] = {"access_log": None, "keepalive_timeout": cfg.idle_timeout}
+        runner = web.AppRunner(build_app(ctx), shutdown_timeout=1.0, **handler_args)
         await runner.setup()
-        assert runner.server is not None
-        # Requests of our own class: even an answer aiohttp makes before any route (a request
-        # it cannot parse) carries the neutral Server header.
-        runner.server.request_factory = functools.partial(
-            runner.app._make_request, _cls=_NeutralRequest
-        )
-        # aiohttp's protocol factory behind the connection cap and the request-arrival timer.
+        app_server = runner.server
+        assert app_server is not None
+        loop = asyncio.get_running_loop()
+
+        def connection() -> asyncio.Protocol:
+            """What aiohttp's server makes for a connection (a RequestHandler of it, with the
+            same arguments), of our own class: even an answer aiohttp makes before any route
+            (a request it cannot parse) carries the neutral Server header."""
+            return _NeutralHandler(app_server, loop=loop, **handler_args)
+
+        # The connections behind the connection cap and the request-arrival timer.
         ctx.guard = ConnectionGuard(
-            runner.server,
+            connection,
             max_connections=cfg.max_connections,
             request_timeout=cfg.request_timeout,
             tally=ctx.tally,
         )
-        loop = asyncio.get_running_loop()
         claimed, self._claimed = self._claimed, None
         if claimed is not None:
             server = await loop.create_server(ctx.guard, sock=claimed, backlog=128)

@@ -35,7 +35,7 @@ from controller.display.kiosk import (
     start_page,
     write_start_page,
 )
-from controller.display.server import POLICY_KEY, _kiosk_only
+from controller.display.server import POLICY_KEY, api_kiosk, api_kiosk_ticket
 from tests.display.conftest import KIOSK, shot, write_secret
 from tests.harness import running_table
 
@@ -96,15 +96,18 @@ def _mocked(remote: str, cookie: str | None, policy: AccessPolicy) -> web.Reques
     return make_mocked_request("GET", "/api/state", headers=headers, transport=transport, app=app)
 
 
-def test_the_kiosk_is_its_cookie_on_loopback_not_its_address() -> None:
+@on_module_loop
+async def test_the_kiosk_is_its_cookie_on_loopback_not_its_address() -> None:
     policy = AccessPolicy(kiosk=KioskKey(TOKEN))
     good = policy.kiosk.cookie
     assert policy.is_kiosk(_mocked("127.0.0.1", good, policy))
     assert not policy.is_kiosk(_mocked("127.0.0.1", None, policy))  # the address alone
     assert not policy.is_kiosk(_mocked("127.0.0.1", "0" * 64, policy))
     assert not policy.is_kiosk(_mocked("203.0.113.9", good, policy))  # only on the table's
-    assert _kiosk_only(_mocked("203.0.113.9", None, policy)) is not None  # 403
-    assert _kiosk_only(_mocked("127.0.0.1", None, policy)) is None
+    # The credential's endpoints answer the table computer only (from loopback they give it:
+    # test_the_endpoints_give_the_cookie_for_a_ticket_and_nothing_else).
+    for endpoint in (api_kiosk_ticket, api_kiosk):
+        assert (await endpoint(_mocked("203.0.113.9", None, policy))).status == 403
 
 
 # --- the guard ---------------------------------------------------------------------------------
@@ -116,6 +119,14 @@ class FakeTransport(asyncio.Transport):
         self.n = n
         self.closed = False
         self.aborted = False
+        self.protocol: asyncio.BaseProtocol | None = None
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.protocol = protocol
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        assert self.protocol is not None
+        return self.protocol
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return ("127.0.0.1", 40000 + self.n) if name == "peername" else default
@@ -140,8 +151,12 @@ def _guard(max_connections: int = 4, reserve: int = 2) -> ConnectionGuard:
 
 
 def _connect(guard: ConnectionGuard, n: int) -> FakeTransport:
+    """A connection the guard's protocol takes, as the loop makes it (the transport knows its
+    protocol, as asyncio's do)."""
     transport = FakeTransport(n)
-    guard().connection_made(transport)
+    protocol = guard()
+    transport.set_protocol(protocol)
+    protocol.connection_made(transport)
     return transport
 
 
@@ -167,7 +182,9 @@ async def test_an_idle_connection_makes_room_oldest_first_never_a_busy_or_the_ki
 async def test_a_connection_that_sent_data_is_closed_last() -> None:
     guard = _guard()
     t = [_connect(guard, n) for n in range(4)]
-    guard._open[t[0]].data_received(b"GET / HT")  # the kiosk's head on its way, say
+    kiosk = t[0].get_protocol()
+    assert isinstance(kiosk, asyncio.Protocol)
+    kiosk.data_received(b"GET / HT")  # the kiosk's head on its way, say
     _connect(guard, 4)
     assert t[1].closed and not t[0].closed
 
@@ -184,7 +201,7 @@ async def test_when_nothing_is_idle_only_the_kiosk_keeps_the_reserve() -> None:
     other = _connect(guard, 3)
     assert not other.is_closing()
     assert not guard.request_arrived(other, kiosk=False)  # not the kiosk's: a 503, closed
-    guard._open[other].connection_lost(None)
+    other.get_protocol().connection_lost(None)
     assert guard.request_arrived(_connect(guard, 4), kiosk=True)  # the reserve's last
     beyond = _connect(guard, 5)  # cap + reserve, none idle: refused at once
     assert beyond.aborted and guard.connections == 4
