@@ -12,8 +12,8 @@
   waits ``batch_wait`` for more) is stored in one transaction, then acknowledged in the order
   it arrived (MQTT requires PUBACKs in order).
 - A database error: the batch is not acknowledged, the MQTT connection is dropped (its session
-  stays on the broker with the messages in flight), the database is retried every second, and
-  the pit connects again once it answers.
+  stays on the broker with the messages in flight), the database is retried after growing
+  waits (``RETRY``), and the pit connects again once it answers.
 - Several pits: ``[broker] share_group`` subscribes through ``$share/<group>/…``; each message
   goes to one member, all of them write the same PostgreSQL database (the per-table row is
   locked for the seq bookkeeping).
@@ -43,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from drivers.base import Backoff
 from pit.admission import Admission, Dropped
 from pit.broker import BrokerError, Message, Session, link
 from pit.config import PitConfig, read_hex_key
@@ -59,6 +60,10 @@ SUBACK_WAIT = 120.0
 
 #: Rejects logged one by one per batch; beyond, one line counts them (a flood is not a log flood).
 REJECTS_LOGGED = 5
+#: The waits between tries while the broker or the database is away: 0.5 s, then doubling to
+#: 8 s (with 10 % jitter, so pits restarted together do not knock together), from the first
+#: failure after the pit was last subscribed (the table's devices and link use the same).
+RETRY = Backoff(initial=0.5, factor=2.0, cap=8.0)
 #: A batch not stored this many seconds after it was taken: the pit is behind (``behind``).
 BEHIND_S = 2.0
 
@@ -149,25 +154,28 @@ class Ingest:
 
     async def run(self, stop: asyncio.Event) -> None:
         stopper = asyncio.ensure_future(stop.wait())
+        attempt = 0  # failures since the pit was last subscribed: the waits grow (RETRY)
         try:
             while not stop.is_set():
                 try:
                     await self._db(self._open_store)
                 except Exception as exc:  # the database is away: wait for it
                     self._database_error(exc)
-                    await asyncio.wait({stopper}, timeout=1.0)
+                    await asyncio.wait({stopper}, timeout=RETRY.delay(attempt))
+                    attempt += 1
                     continue
                 try:
                     await self._until_stopped(self._session(stop, stopper), stopper)
-                except BrokerError as exc:
+                except (BrokerError, _DatabaseDown) as exc:
+                    if self.connected.is_set():
+                        attempt = 0  # it was up: the next try at once, the waits anew
                     self.connected.clear()
-                    self.stats.link_errors += 1
-                    self.stats.last_error = str(exc)[:200]
-                    log.warning("pit_mqtt_lost: %s", exc)
-                    await asyncio.wait({stopper}, timeout=0.5)
-                except _DatabaseDown:
-                    self.connected.clear()
-                    await asyncio.wait({stopper}, timeout=1.0)
+                    if isinstance(exc, BrokerError):
+                        self.stats.link_errors += 1
+                        self.stats.last_error = str(exc)[:200]
+                        log.warning("pit_mqtt_lost: %s", exc)
+                    await asyncio.wait({stopper}, timeout=RETRY.delay(attempt))
+                    attempt += 1
         finally:
             stopper.cancel()
             self.connected.clear()

@@ -3,7 +3,7 @@
 The pit knows its own links (the page's banner reads them, ``PitWeb.links``): the broker is up
 while the ingest is subscribed, the database while the page's own connection answers. With a
 link down the ingest retries every second or so; its warnings are backed off
-(:class:`Backoff`): the first at once, then at most one a 1, 2, 4 … 60 s, each saying how many
+(:class:`LogThrottle`): the first at once, then at most one a 1, 2, 4 … 60 s, each saying how many
 it stands for, and the count starts again once the link is back.
 """
 
@@ -104,10 +104,10 @@ RETRY_EVENTS = ("pit_mqtt_lost", "pit_database_error", "pit_migrate_waiting", "p
 #: Lines a flood would repeat for every message (issue 40, F4): the first of each goes out, then
 #: one per 1, 2, 4 … 60 s with how many it stands for. (The database keeps every one counted.)
 FLOOD_EVENTS = ("pit_reject", "pit_record_alarm")
-BACKOFF_MAX_S = 60.0
+THROTTLE_MAX_S = 60.0
 
 
-class Backoff(logging.Filter):
+class LogThrottle(logging.Filter):
     """Lets the first warning of each retry event through, then one per 1, 2, 4 … 60 s with the
     number it stands for; a ``pit_subscribed`` (the links are back) starts over."""
 
@@ -130,7 +130,7 @@ class Backoff(logging.Filter):
         if now < due:
             self.state[event] = (due, delay, held + 1)
             return False
-        delay = min(delay * 2, BACKOFF_MAX_S)
+        delay = min(delay * 2, THROTTLE_MAX_S)
         self.state[event] = (now + delay, delay, 0)
         if held:
             at = datetime.now(UTC).strftime("%H:%M:%S UTC")
@@ -155,15 +155,15 @@ def settle_collector() -> None:
     gc.set_threshold(GC_YOUNG, 10, 10)
 
 
-def install_backoff() -> Backoff:
+def install_throttle() -> LogThrottle:
     """The filter on the ingest's and the pit's loggers (once)."""
-    backoff = Backoff()
+    throttle = LogThrottle()
     for name in ("pit.ingest", "pit"):
         logger = logging.getLogger(name)
-        for old in [f for f in logger.filters if isinstance(f, Backoff)]:
+        for old in [f for f in logger.filters if isinstance(f, LogThrottle)]:
             logger.removeFilter(old)
-        logger.addFilter(backoff)
-    return backoff
+        logger.addFilter(throttle)
+    return throttle
 
 
 class Pit:
@@ -217,7 +217,7 @@ async def run_pit(config: PitConfig, ready: Callable[[Pit], None] | None = None)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    install_backoff()
+    install_throttle()
     try:
         pit = Pit(config)
     except PitConfigError as exc:

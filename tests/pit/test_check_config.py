@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pit.config_check import check_pit_config
-from pit.service import Backoff, install_backoff
+from pit.service import LogThrottle, install_throttle
 from simulators.mosquitto import free_port
 from tests.pit.conftest import KEY, make_config
 
@@ -107,7 +107,7 @@ def test_the_example_config_from_a_checkout_says_what_is_missing() -> None:
 
 def test_backoff_lets_the_first_through_then_fewer() -> None:
     now = [0.0]
-    backoff = Backoff(clock=lambda: now[0])
+    backoff = LogThrottle(clock=lambda: now[0])
 
     def record(msg: str) -> logging.LogRecord:
         return logging.LogRecord("pit.ingest", logging.WARNING, __file__, 1, msg, None, None)
@@ -128,14 +128,15 @@ def test_backoff_lets_the_first_through_then_fewer() -> None:
 async def test_broker_down_warnings_back_off(
     caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    """A pit whose broker is not there for 4 s: without the back-off, a warning every 0.5 s
-    (8 or more); with it, at most 3."""
+    """A pit whose broker is not there for 4 s: without the log's throttle, a warning each try;
+    with it, at most 3. The tries themselves wait 0.5, 1, 2 … s (``pit.ingest.RETRY``, the
+    table's Backoff; they waited a fixed 0.5 s before issue 41): 3 to 5 in the 4 s."""
     from pit.ingest import Ingest
     from pit.store import Store, migrate
 
     config = make_config(free_port(), f"sqlite:///{tmp_path / 'pit.sqlite3'}")
     migrate(config.database_url)
-    install_backoff()
+    install_throttle()
     ingest = Ingest(config, lambda: Store(config.database_url, root=config.site.root))
     stop = asyncio.Event()
     caplog.set_level(logging.WARNING, logger="pit.ingest")
@@ -146,7 +147,7 @@ async def test_broker_down_warnings_back_off(
     await asyncio.wait_for(task, 10)
     lost = [r for r in caplog.records if r.getMessage().startswith("pit_mqtt_lost")]
     assert 1 <= len(lost) <= 3, [r.getMessage() for r in lost]
-    assert ingest.stats.link_errors >= 6  # it kept trying all the same
+    assert 3 <= ingest.stats.link_errors <= 5, ingest.stats  # it kept trying, less and less often
 
 
 def test_a_feed_keys_file_that_is_not_one_is_named_with_its_line(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import pytest
 from pit.admission import UNREGISTERED
 from pit.config import PitConfig, parse_pit_config
 from pit.record import REJECT_SAMPLE_EVERY, REJECT_SAMPLES, UNREGISTERED_ALARMS
-from pit.service import Pit, install_backoff
+from pit.service import Pit, install_throttle
 from simulators.feed import SimTable, unsigned, wire
 from simulators.mosquitto import Mosquitto
 from tests.pit.conftest import feed_keys_file, publish, read_store
@@ -51,7 +51,7 @@ async def test_made_up_names_cannot_grow_the_record_nor_the_log(
     broker: Mosquitto, db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = _config(tmp_path, broker.port, db_url)
-    install_backoff()
+    install_throttle()
     caplog.set_level(logging.INFO)
     now = datetime.now(UTC)
     flood = []
