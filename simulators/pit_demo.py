@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import secrets
 import signal
 import sys
@@ -20,6 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
+
+import tomli_w
 
 from pit.config import parse_pit_config
 from pit.service import Pit
@@ -48,20 +49,21 @@ def demo_pit_config(
     tables: int = 6,
 ) -> str:
     db = database or f"sqlite:///{workdir / 'pit.sqlite3'}"
-    return (
-        'log_level = "WARNING"\n[site]\nid = "demo"\n'
-        f'[broker]\nhost = "127.0.0.1"\nport = {broker_port}\nprotocol = "5"\n'
-        'client_id = "paigow-pit-demo"\n'
-        f"[database]\nurl = {json.dumps(db)}\n"
-        f'[record]\ncheckpoint_key_file = "{checkpoint_key}"\nfeed_keys_file = "{feed_keys}"\n'
-        f'[commands]\nkey_file = "{command_key}"\nkey_id = "pit"\n'
-        f'supervisors_file = "{supervisors}"\n'
-        f'[web]\nhost = "127.0.0.1"\nport = {http_port}\n'
-        f'[shift]\nreport_key_file = "{report_key}"\n'
-        "[protection]\nshufflers = { "
-        + ", ".join(f'"PG-{i:02d}" = "SIM-{1 + i % 2} {1000 + i}"' for i in range(1, tables + 1))
-        + " }\n"
-    )
+    config = {
+        "log_level": "WARNING",
+        "site": {"id": "demo"},
+        "broker": {"host": "127.0.0.1", "port": broker_port, "protocol": "5",
+                   "client_id": "paigow-pit-demo"},
+        "database": {"url": db},
+        "record": {"checkpoint_key_file": str(checkpoint_key), "feed_keys_file": str(feed_keys)},
+        "commands": {"key_file": str(command_key), "key_id": "pit",
+                     "supervisors_file": str(supervisors)},
+        "web": {"host": "127.0.0.1", "port": http_port},
+        "shift": {"report_key_file": str(report_key)},
+        "protection": {"shufflers": {f"PG-{i:02d}": f"SIM-{1 + i % 2} {1000 + i}"
+                                     for i in range(1, tables + 1)}},
+    }  # fmt: skip
+    return tomli_w.dumps(config)
 
 
 @dataclass(frozen=True)

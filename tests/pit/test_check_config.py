@@ -164,3 +164,22 @@ def test_a_feed_keys_file_that_is_not_one_is_named_with_its_line(tmp_path: Path)
     result = check_pit_config(config)
     said = {issue.key: issue.message for issue in result.errors}
     assert f"{keys}:2:" in said["record.feed_keys_file"] or "PG-02" in said["record.feed_keys_file"]
+
+
+def test_the_demo_config_keeps_a_path_with_quotes_and_backslashes(tmp_path: Path) -> None:
+    """The pit demo's config is written by a TOML writer (issue 41: it was an f-string, and a
+    path with a quote or a backslash was another path, or no TOML at all)."""
+    from pit.config import parse_pit_config
+    from simulators.pit_demo import demo_pit_config
+
+    odd = tmp_path / 'a "quoted" dir\\with\\backslashes'
+    files = {name: odd / name for name in ("checkpoint", "command", "report", "feed", "sup")}
+    text = demo_pit_config(
+        odd, 1883, 8090, checkpoint_key=files["checkpoint"], command_key=files["command"],
+        report_key=files["report"], feed_keys=files["feed"], supervisors=files["sup"], tables=3,
+    )  # fmt: skip
+    config = parse_pit_config(text)
+    assert config.record.checkpoint_key_file == files["checkpoint"]
+    assert config.commands.supervisors_file == files["sup"]
+    assert config.database_url == f"sqlite:///{odd / 'pit.sqlite3'}"
+    assert config.protection.shufflers["PG-03"] == "SIM-2 1003"
