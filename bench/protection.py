@@ -24,6 +24,7 @@ from common import last_line, percentile
 
 from controller.protection import ProtectionConfig, Watch, exact
 from controller.protection.checks import CHECKS
+from controller.protection.watch import ALL_CHECKS
 from simulators.biased import BIASED, next_observation, scenario
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -89,7 +90,8 @@ def first_alarm(name: str, seed: int) -> tuple[int, str]:
     """Rounds until the first finding of any test (CAP + 1 if none), and the tests that fired."""
     watch, sc, rng = Watch(), scenario(name), random.Random(seed)
     if name in DRAW_ONLY:
-        watch._slots = [s for s in watch._slots if s.check.name in DRAW_TESTS]
+        draw = [check for check in ALL_CHECKS if check().name in DRAW_TESTS]
+        watch = Watch(checks=draw, shares=len(ALL_CHECKS))
     for n in range(1, CAP + 1):
         findings = watch.observe(next_observation(sc, rng), T0 + timedelta(minutes=n))
         if findings:

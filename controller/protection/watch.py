@@ -213,11 +213,14 @@ class Watch:
         config: ProtectionConfig | None = None,
         *,
         checks: Sequence[Callable[[], Check]] = ALL_CHECKS,
+        shares: int | None = None,
     ) -> None:
-        """``checks``: the tests to run (all by default; the bench times today's alone)."""
+        """``checks``: the tests to run (all by default; the bench times today's alone).
+        ``shares``: how many tests the yearly false alarms are shared among (by default those
+        run): ``len(ALL_CHECKS)`` runs a few tests at the thresholds of the whole watch."""
         self.config = config or ProtectionConfig()
         self._slots = [_Slot(cls(), self.config.chart_points) for cls in checks]
-        per_check = self.config.false_alarm_rate / len(self._slots)
+        per_check = self.config.false_alarm_rate / (shares or len(self._slots))
         for slot in self._slots:
             # Each CUSUM may false-alarm at most per_check / size a round: e^-threshold.
             slot.check.threshold = math.log(slot.check.size / per_check)

@@ -18,6 +18,7 @@ from controller.protection import (
     observation_from_round,
 )
 from controller.protection.checks import CHECKS
+from controller.protection.watch import ALL_CHECKS
 from simulators.biased import BIASED, next_observation, scenario
 from tests.table.test_machine import closed, make_table, packet_events, rng, run, shuffled
 
@@ -47,13 +48,26 @@ def test_config_errors_name_the_setting() -> None:
         ProtectionConfig(false_alarms_per_year=10, rounds_per_year=10)
 
 
+def _sizes() -> dict[str, int]:
+    """Each test's number of CUSUMs (a test's own, as it is made)."""
+    return {check.name: check.size for check in (make() for make in ALL_CHECKS)}
+
+
 def test_thresholds_share_the_yearly_false_alarms() -> None:
-    watch = Watch()
+    thresholds = {state.name: state.threshold for state in Watch().states()}
+    sizes = _sizes()
+    assert list(thresholds) == list(sizes)
     rate = ProtectionConfig().false_alarm_rate
-    total = 0.0
-    for slot in watch._slots:
-        total += slot.check.size * pow(2.718281828459045, -slot.check.threshold)
+    total = sum(sizes[name] * pow(2.718281828459045, -t) for name, t in thresholds.items())
     assert total == pytest.approx(rate, rel=1e-9)
+
+
+def test_a_few_tests_keep_the_thresholds_of_the_whole_watch() -> None:
+    whole = {state.name: state.threshold for state in Watch().states()}
+    few = Watch(checks=ALL_CHECKS[:2], shares=len(ALL_CHECKS)).states()
+    assert [(s.name, s.threshold) for s in few] == [(s.name, whole[s.name]) for s in few]
+    alone = Watch(checks=ALL_CHECKS[:2]).states()  # the budget shared by two: lower thresholds
+    assert all(s.threshold < whole[s.name] for s in alone)
 
 
 def test_observation_errors_name_the_fault() -> None:
@@ -250,7 +264,7 @@ def test_a_state_saved_before_issue_24_loads_and_the_new_tests_start_afresh() ->
 
 
 def test_every_cusum_shares_the_budget_even_the_new_banks() -> None:
-    watch = Watch()
-    sizes = {slot.check.name: slot.check.size for slot in watch._slots}
+    sizes = _sizes()
+    assert Watch().names == list(sizes)
     assert sizes["riffles"] == 40 and sizes["shelf_shuffler"] == 40
     assert sizes["card_seat"] == 53 * 8 * 2 and sizes["rng_bias"] == 35
