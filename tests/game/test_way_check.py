@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 import pytest
 
 from controller.cli import main
-from controller.game.way import WayError, check, load_way
+from controller.game.way import WayError, load_way
 from controller.game.way.check import ALL_HANDS, check_way, example_cards
 from controller.game.way.diff import diff_ways
 from controller.game.way.engine import WAYS_DIR, Way, parse
@@ -79,24 +78,35 @@ def test_diff_of_the_shipped_ways(capsys) -> None:  # type: ignore[no-untyped-de
 
 
 @SHIPPED
-def test_a_check_and_a_diff_decide_each_way_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_check_and_a_diff_decide_each_way_once() -> None:
     """The exhaustive work is done once per way digest in a process: a diff after the checks
     of both ways sets no hand again, and the reports are those of a fresh run's."""
-    computed: list[str] = []
-    compute = check._compute
-
-    def counting(way: Way, *args: Any) -> check.Decisions:
-        computed.append(way.digest)
-        return compute(way, *args)
-
-    monkeypatch.setattr(check, "_compute", counting)
     a, b = load_way("dealer-open"), load_way("classic")
-    assert check_way(a, workers=2).passed and check_way(b, workers=2).passed
-    assert len(computed) <= 2 and len(set(computed)) == len(computed)
-    before = len(computed)
-    report = diff_ways(a, b, workers=2)
-    assert len(computed) == before  # nothing decided again
+    for way in (a, b):
+        steps = _Steps()
+        assert check_way(way, workers=2, progress=steps).passed
+        assert sum(steps.advances) == ALL_HANDS  # every hand set once (or known already)
+    steps = _Steps()
+    report = diff_ways(a, b, workers=2, progress=steps)
+    # Each way's decisions known at once (a way decided again reports hands as it sets them).
+    assert steps.advances == [ALL_HANDS, ALL_HANDS]
     assert report.differ == 9_628_320 and report.unset == 0
+
+
+class _Steps:
+    """A progress display that keeps every step it is shown."""
+
+    def __init__(self) -> None:
+        self.advances: list[int] = []
+
+    def start(self, total: int) -> None:
+        pass
+
+    def advance(self, n: int = 1) -> None:
+        self.advances.append(n)
+
+    def finish(self) -> None:
+        pass
 
 
 def test_a_hole_is_found_with_a_hand() -> None:
