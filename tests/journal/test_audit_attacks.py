@@ -22,7 +22,7 @@ from tests.harness import running_table
 from tests.journal.conftest import cli, copy_journal
 
 
-def _feed(path: Path) -> list[str]:
+def casino_feed(path: Path) -> list[str]:
     """The casino's copy: every closed round as the table sent it (`monitor --json` lines)."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
@@ -65,10 +65,10 @@ def _details(findings: Iterator[Any] | list[Any]) -> str:
 def test_the_untouched_journal_and_its_feed_verify(demo_journal: Path, tmp_path: Path) -> None:
     report = verify_journal(demo_journal)
     assert report.ok, _details(report.findings)
-    feed = verify_feed(demo_journal, read_feed(_feed(demo_journal)))
+    feed = verify_feed(demo_journal, read_feed(casino_feed(demo_journal)))
     assert feed.rounds >= 7 and not feed.findings, _details(feed.findings)
     lines = tmp_path / "feed.jsonl"
-    lines.write_text("\n".join(_feed(demo_journal)) + "\n")
+    lines.write_text("\n".join(casino_feed(demo_journal)) + "\n")
     done = cli("audit", "verify", "--journal", str(demo_journal), "--feed", str(lines))
     assert done.returncode == 0, done.stderr
 
@@ -125,7 +125,7 @@ def test_a_round_rewritten_as_dead_with_its_chain_recomputed_is_found_by_the_fee
     """The attacker rewrites a settled round as dead (deal_timeout: the audit cannot deal such a
     round again), forges its seal, deletes a later row behind a chained `archived` record and
     recomputes every link. The journal alone cannot tell; the casino's copy can."""
-    feed = _feed(demo_journal)
+    feed = casino_feed(demo_journal)
     path = copy_journal(demo_journal, tmp_path)
     with sqlite3.connect(path) as conn:
         rid, seq, result = _settled(conn)
@@ -165,7 +165,7 @@ def test_a_cut_tail_is_found_by_the_feed_and_the_checkpoints(
             "table_id": "PG-DEMO", "event_id": head_id, "chain": head,
             "made_at": "2026-01-01T00:00:00Z", "key_id": "", "hmac": ""}}
     )  # fmt: skip
-    feed = [*_feed(demo_journal), checkpoint]
+    feed = [*casino_feed(demo_journal), checkpoint]
     path = copy_journal(demo_journal, tmp_path)
     with sqlite3.connect(path) as conn:
         (last_seq,) = conn.execute("SELECT max(seq) FROM rounds").fetchone()
@@ -185,7 +185,7 @@ def test_a_cut_tail_is_found_by_the_feed_and_the_checkpoints(
 def test_retention_names_its_archive_and_keeps_the_chain_checked(
     demo_journal: Path, tmp_path: Path
 ) -> None:
-    feed = _feed(demo_journal)
+    feed = casino_feed(demo_journal)
     path = copy_journal(demo_journal, tmp_path)
     later = datetime.now(UTC) + timedelta(days=2)  # retention removes nothing younger than a day
     with Journal.open(path, "PG-DEMO", clock=lambda: later) as journal:
@@ -235,7 +235,7 @@ async def test_an_edited_meta_is_found_and_the_table_goes_by_the_chain(tmp_path:
 def test_a_malformed_line_in_the_feed_is_a_finding_and_the_rest_is_checked(
     demo_journal: Path, tmp_path: Path
 ) -> None:
-    feed = _feed(demo_journal)
+    feed = casino_feed(demo_journal)
     bad = [
         "not json",
         '{"payload":{"schema":"paigow.round","seq":"x","payload":{"round_id":"r"}}}',

@@ -23,9 +23,9 @@ from controller.clock import iso
 from controller.journal import Journal, JournalError
 from controller.journal.audit import read_feed, verify_feed
 from controller.journal.maintenance import archive_rounds
-from controller.journal.store import _ranges
+from controller.journal.store import chain_link, to_json
 from tests.journal.conftest import cli, copy_journal
-from tests.journal.test_audit_attacks import _feed
+from tests.journal.test_audit_attacks import casino_feed
 
 LATER = datetime.now(UTC) + timedelta(days=2)  # the demo's rounds are two days old by then
 
@@ -38,21 +38,29 @@ def _round_ids(path: Path, seqs: Sequence[int]) -> list[str]:
         ]
 
 
+def _runs(ids: Sequence[int]) -> list[list[int]]:
+    """Sorted ids as [first, last] runs, as the retention call writes them (the attacker has
+    our source)."""
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return runs
+
+
 def _forge_archived(path: Path, seqs: Sequence[int], before: datetime) -> None:
-    """What the old ``delete_archived`` did, by hand on the journal's own connection: the rows
+    """What the old ``delete_archived`` did, by hand on the file with our source: the rows
     deleted and a chained ``archived`` event naming them, their links and a made-up archive."""
     rids = _round_ids(path, seqs)
-    with (
-        Journal.open(path, "PG-DEMO", clock=lambda: LATER) as journal,
-        journal.transaction() as tx,
-    ):
-        conn = tx._conn
+    with sqlite3.connect(path) as conn:
         ids = sorted(
             int(i)
             for r in rids
             for (i,) in conn.execute("SELECT id FROM events WHERE round_id = ?", (r,))
         )
-        runs = _ranges(ids)  # the attacker has our source: the retention call's own runs
+        runs = _runs(ids)
         links = {
             str(b): conn.execute("SELECT chain FROM events WHERE id = ?", (b,)).fetchone()[0]
             for _a, b in runs
@@ -60,19 +68,28 @@ def _forge_archived(path: Path, seqs: Sequence[int], before: datetime) -> None:
         for r in rids:
             conn.execute("DELETE FROM events WHERE round_id = ?", (r,))
             conn.execute("DELETE FROM rounds WHERE round_id = ?", (r,))
-        tx.record_event(
-            "archived",
-            {
-                "rounds": len(rids),
-                "event_ids": runs,
-                "round_seqs": [[min(seqs), max(seqs)]],
-                "links": links,
-                "before": iso(before),
-                "newest_opened_at": iso(before - timedelta(days=1)),
-                "archive": "PG-DEMO-made-up.jsonl.gz",
-                "sha256": "0" * 64,
-            },
-        )
+        record = {
+            "rounds": len(rids),
+            "event_ids": runs,
+            "round_seqs": [[min(seqs), max(seqs)]],
+            "links": links,
+            "before": iso(before),
+            "newest_opened_at": iso(before - timedelta(days=1)),
+            "archive": "PG-DEMO-made-up.jsonl.gz",
+            "sha256": "0" * 64,
+        }
+        # Chained as the journal chains an event: linked to the newest link (chain_link).
+        (head,) = conn.execute(
+            "SELECT chain FROM events WHERE chain IS NOT NULL ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        at, text = iso(LATER), to_json(record)
+        row = conn.execute(
+            "INSERT INTO events (round_id, at, kind, payload) VALUES (NULL, ?, 'archived', ?)",
+            (at, text),
+        ).lastrowid
+        assert row is not None
+        link = chain_link(head, row, None, at, "archived", text)
+        conn.execute("UPDATE events SET chain = ? WHERE id = ?", (link, row))
 
 
 def _lines(report_findings: Sequence[object]) -> str:
@@ -146,7 +163,7 @@ def test_an_honest_archive_is_no_finding_of_the_cut_off(demo_journal: Path, tmp_
 def test_the_feed_holds_archived_rounds_to_their_archive(
     demo_journal: Path, tmp_path: Path
 ) -> None:
-    feed = _feed(demo_journal)
+    feed = casino_feed(demo_journal)
     path = copy_journal(demo_journal, tmp_path)
     with Journal.open(path, "PG-DEMO", clock=lambda: LATER) as journal:
         report = archive_rounds(journal, before=LATER, directory=tmp_path / "a", batch=4, now=LATER)
