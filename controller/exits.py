@@ -12,7 +12,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 from urllib.parse import quote
 
 EXIT_OK = 0
@@ -36,6 +36,13 @@ EXIT_STATUSES = (
 #: A command's verbs (``house-way check FILE``): given the command's words, the parser that
 #: takes them instead and the words it gets, or None when no verb is named.
 Verbs = Callable[[list[str]], "tuple[argparse.ArgumentParser, list[str]] | None"]
+
+
+class Subcommands(Protocol):
+    """What a command registers its subcommands on: ``ArgumentParser.add_subparsers()``'s
+    answer, by what it does (argparse names its class only privately)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
 
 
 class Parser(argparse.ArgumentParser):

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from controller.exits import Subcommands
     from pit.config import PitConfig
     from pit.pagedb import PageStore
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     pit = sub.add_parser(
         "pit",
         help="the casino's pit: every table's feed into a database, the pit page",

@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from controller.exits import Subcommands
 from controller.game.paytables import (
     CHAN_CHU_PAYTABLES,
     JACKS_BEAT_PAYTABLES,
@@ -82,7 +83,7 @@ def _common(p: argparse.ArgumentParser, *, seeded: bool) -> None:
         p.add_argument("--seed", type=int, default=1, help="seed of the deals (default 1)")
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add ``analyze`` and its sub-subcommands to the top-level parser's subcommands."""
     analyze = sub.add_parser(
         "analyze",
@@ -98,7 +99,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _add_report(what)
 
 
-def _add_chan_chu(what: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_chan_chu(what: Subcommands) -> None:
     """``analyze chan-chu``."""
     p = what.add_parser(
         "chan-chu",
@@ -116,7 +117,7 @@ def _add_chan_chu(what: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.set_defaults(func=_command("cmd_chan_chu"))
 
 
-def _add_dealer_jacks(what: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_dealer_jacks(what: Subcommands) -> None:
     """``analyze dealer-jacks``."""
     p = what.add_parser(
         "dealer-jacks",
@@ -126,7 +127,7 @@ def _add_dealer_jacks(what: argparse._SubParsersAction[argparse.ArgumentParser])
     p.set_defaults(func=_command("cmd_dealer_jacks"))
 
 
-def _add_base_game(what: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_base_game(what: Subcommands) -> None:
     """``analyze base-game``."""
     p = what.add_parser(
         "base-game",
@@ -157,7 +158,7 @@ def _add_base_game(what: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=_command("cmd_base_game"))
 
 
-def _add_jacks_beat(what: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_jacks_beat(what: Subcommands) -> None:
     """``analyze jacks-beat``."""
     p = what.add_parser(
         "jacks-beat",
@@ -179,7 +180,7 @@ def _add_jacks_beat(what: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.set_defaults(func=_command("cmd_jacks_beat"))
 
 
-def _add_ace_high(what: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_ace_high(what: Subcommands) -> None:
     """``analyze ace-high``."""
     p = what.add_parser(
         "ace-high",
@@ -196,7 +197,7 @@ def _add_ace_high(what: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.set_defaults(func=_command("cmd_ace_high"))
 
 
-def _add_report(what: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_report(what: Subcommands) -> None:
     """``analyze report``."""
     p = what.add_parser(
         "report",

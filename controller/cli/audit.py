@@ -15,6 +15,7 @@ from controller.exits import (
     EXIT_IOERR,
     EXIT_USAGE,
     CliError,
+    Subcommands,
     existing_file,
     existing_journal,
     iso_time,
@@ -208,7 +209,7 @@ def cmd_badge_pin(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "dealer-pin",
         help="a dealers_file line for BADGE: the PIN read from stdin, stored as a salted hash",
@@ -251,7 +252,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _register_audit(sub)
 
 
-def _register_audit(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _register_audit(sub: Subcommands) -> None:
     """``audit verify|recall|export``."""
     p = sub.add_parser(
         "audit",

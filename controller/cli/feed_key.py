@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from controller.exits import EXIT_DATAERR, CliError, file_refusal
+from controller.exits import EXIT_DATAERR, CliError, Subcommands, file_refusal
 
 
 def _key_path(args: argparse.Namespace) -> Path:
@@ -59,7 +59,7 @@ def cmd_feed_key(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "feed-key",
         help="the table's key that signs its feed: make it (init) or print its public key (show)",

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
 
-from controller.exits import EXIT_DATAERR, EXIT_IOERR, EXIT_NOINPUT, CliError, Parser
+from controller.exits import EXIT_DATAERR, EXIT_IOERR, EXIT_NOINPUT, CliError, Parser, Subcommands
 from controller.game.cards import CardError, card_texts, parse_cards
 from controller.game.house_way import HouseWayError, house_way
 from controller.game.house_way_cache import Setter
@@ -42,8 +42,12 @@ def _setting_json(
     return {"cards": card_texts(parsed), **setting.to_dict()}
 
 
-def _slow_record(number: int, text: str, rules: Rules, way: Way | None = None) -> tuple[str, bool]:
-    """One line through the rule code: its JSON line and whether it failed."""
+def rule_code_line(
+    number: int, text: str, rules: Rules, way: Way | None = None
+) -> tuple[str, bool]:
+    """Line ``number`` through the rule code: its JSON line (``{"line", "error"}`` for a line
+    that is not seven cards) and whether it failed. The batch's fast path (:func:`batch_line`)
+    answers the lines it reads with the same bytes."""
     try:
         cards = text.replace(",", " ").split()
         if len(cards) != 7:
@@ -220,19 +224,26 @@ class _Stream:
         return line
 
 
+def batch_line(rules: Rules, way: Way | None = None) -> Callable[[str], str | None]:
+    """The batch's fast path (``house-way`` on stdin): a hand line's JSON line from the
+    rank-pattern tables, or None for a line it does not read (the rule code answers those,
+    :func:`rule_code_line`, with the bytes this path would give)."""
+    return _Stream(rules, way).line
+
+
 def house_way_lines(
     lines: Iterable[str], out: TextIO, rules: Rules, *, flush: bool = True, way: Way | None = None
 ) -> int:
     """Stream hands (one per line) to JSON lines; a bad line gives {"line", "error"} and goes on."""
-    stream = _Stream(rules, way)
+    fast = batch_line(rules, way)
     failed = 0
     for number, line in enumerate(lines, start=1):
         text = line.strip()
         if not text or text.startswith("#"):
             continue
-        record = stream.line(text)
+        record = fast(text)
         if record is None:
-            record, bad = _slow_record(number, text, rules, way)
+            record, bad = rule_code_line(number, text, rules, way)
             failed += bad
         out.write(record)
         if flush:
@@ -244,7 +255,7 @@ def house_way_stdin(rules: Rules, way: Way | None = None) -> int:
     """``house-way`` on stdin: whatever input is there is answered in one write, so a stream of
     hands is written in blocks while a person (or a program) typing one hand at a time gets each
     answer at once."""
-    stream = _Stream(rules, way)
+    line = batch_line(rules, way)
     fd = sys.stdin.fileno()
     out = sys.stdout
     failed = 0
@@ -260,7 +271,6 @@ def house_way_stdin(rules: Rules, way: Way | None = None) -> int:
         else:
             lines = [rest.decode("utf-8", errors="replace")] if rest else []
         written: list[str] = []
-        line = stream.line
         for raw in lines:
             number += 1
             record = line(raw)
@@ -268,7 +278,7 @@ def house_way_stdin(rules: Rules, way: Way | None = None) -> int:
                 text = raw.strip()
                 if not text or text.startswith("#"):
                     continue
-                record, bad = _slow_record(number, text, rules, way)
+                record, bad = rule_code_line(number, text, rules, way)
                 failed += bad
             written.append(record)
         if written:
@@ -470,7 +480,7 @@ def _verbs(prog: str) -> dict[str, argparse.ArgumentParser]:
     return {"check": check, "diff": diff}
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     verbs = _Verbs()
     p = sub.add_parser(
         "house-way",

@@ -13,6 +13,7 @@ from controller.exits import (
     EXIT_IOERR,
     EXIT_USAGE,
     CliError,
+    Subcommands,
     existing_file,
     existing_journal,
     file_refusal,
@@ -144,7 +145,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "journal",
         help="check, salvage or archive a journal file",

@@ -12,6 +12,7 @@ from controller.exits import (
     EXIT_DATAERR,
     CliError,
     Parser,
+    Subcommands,
     file_refusal,
 )
 
@@ -30,9 +31,7 @@ class _Version(argparse.Action):
 
 
 def build_parser(
-    registrars: Iterable[
-        Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]
-    ] = (),
+    registrars: Iterable[Callable[[Subcommands], None]] = (),
 ) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = Parser(
         prog="paigow-table",
@@ -52,7 +51,7 @@ def build_parser(
     return parser  # every command's --help ends with the exit statuses (exits.Parser)
 
 
-def _registrars() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
+def _registrars() -> list[Callable[[Subcommands], None]]:
     """Subcommands that live in other modules, imported only when the CLI starts."""
     from controller.cli import analyze, audit, feed_key, journal, monitor
     from pit import cli as pit  # the casino's side: its own package and service (docs/pit.md)

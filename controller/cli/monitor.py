@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from controller.exits import EXIT_DATAERR, EXIT_UNAVAILABLE, CliError, file_refusal
+from controller.exits import EXIT_DATAERR, EXIT_UNAVAILABLE, CliError, Subcommands, file_refusal
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -106,7 +106,7 @@ def _config_table_id(path: str) -> str:
     return parse_config(text, file=path, check_files=False).table.id
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add ``monitor`` and ``schemas`` to the ``paigow-table`` command line (the schemas module,
     which builds every message model, is imported only when ``schemas`` runs)."""
     p = sub.add_parser(

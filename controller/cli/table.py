@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from controller.exits import Subcommands
+
 
 def cmd_run(args: argparse.Namespace) -> int:
     import asyncio
@@ -60,7 +62,7 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
     return launch(args.url, token_path(args.token_file), browser, wait=args.wait)
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("run", help="run the table daemon", description="Run the table daemon.")
     p.add_argument("--config", required=True, help="the table's TOML config file")
     p.set_defaults(func=cmd_run)
