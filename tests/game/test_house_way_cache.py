@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.cli.house_way import _slow_record, _Stream
+from controller.cli.house_way import batch_line, rule_code_line
 from controller.game.cards import DECK
 from controller.game.house_way import RULE_IDS, house_way
 from controller.game.house_way_cache import (
@@ -25,7 +25,7 @@ from controller.game.setting import Rules, WheelRank
 
 WHEELS = (Rules(), Rules(wheel_rank="lowest"))
 CACHES = {r.wheel_rank: HouseWayCache.packaged(r) for r in WHEELS}
-STREAMS = {r.wheel_rank: _Stream(r) for r in WHEELS}
+LINES = {r.wheel_rank: batch_line(r) for r in WHEELS}
 
 
 @pytest.mark.exhaustive
@@ -82,11 +82,11 @@ def test_the_cli_batch_line_is_the_rule_codes_line_byte_for_byte(
 ) -> None:
     text = (", " if commas else " ").join(str(DECK[c]) for c in hand)
     rules = Rules(wheel_rank=wheel)
-    fast = STREAMS[wheel].line(text)
-    assert fast == _slow_record(1, text, rules)[0]
+    fast = LINES[wheel](text)
+    assert fast == rule_code_line(1, text, rules)[0]
 
 
 def test_lines_the_batch_does_not_read_go_to_the_rule_code() -> None:
-    stream = STREAMS["second_highest"]
+    line = LINES["second_highest"]
     for text in ("As As Kd 2c 3c 4c 5c", "Xs 2d 3d 4d 5d 6d 7d", "As Kd", "as kd 7h 5s 3c 2d 9h"):
-        assert stream.line(text) is None
+        assert line(text) is None
