@@ -82,17 +82,9 @@ def now_wall() -> float:
 async def subscribe(port: int, out: TextIO, client_id: str, delay: float) -> None:
     """Receive everything under FEED with a persistent MQTT 5 session until SIGTERM; write each
     message (and each connect and loss of the link) as one JSON line, flushed at once."""
-    import aiomqtt
-    from paho.mqtt.packettypes import PacketTypes
-    from paho.mqtt.properties import Properties
-    from paho.mqtt.subscribeoptions import SubscribeOptions
-
-    class Client(aiomqtt.Client):
-        session_present: bool | None = None
-
-        def _on_connect(self, client: Any, userdata: Any, flags: Any, *args: Any) -> None:
-            self.session_present = bool(getattr(flags, "session_present", False))
-            super()._on_connect(client, userdata, flags, *args)
+    # The pit package, not bench/pit.py beside this script (first on the path when run).
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from pit.broker import BrokerError, Link, Session
 
     def write(record: dict[str, Any]) -> None:
         out.write(json.dumps(record, separators=(",", ":")) + "\n")
@@ -103,51 +95,43 @@ async def subscribe(port: int, out: TextIO, client_id: str, delay: float) -> Non
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     stopper = asyncio.ensure_future(stop.wait())
     attempt = 0
+    # The pit's own MQTT room (pit.broker): a persistent MQTT 5 session, on paho's public API.
+    link = Link("127.0.0.1", port, client_id, persistent=True, session_expiry=3600,
+                keepalive=10, timeout=5)  # fmt: skip
     while not stop.is_set():
-        properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-        properties.SessionExpiryInterval = 3600
-        client = Client(
-            "127.0.0.1",
-            port,
-            identifier=client_id,
-            protocol=aiomqtt.ProtocolVersion.V5,
-            clean_start=False,
-            properties=properties,
-            keepalive=10,
-            timeout=5,
-        )
         try:
-            async with client:
+            async with Session(link) as client:
                 attempt = 0
                 write({"event": "connected", "t": now_wall(), "session": client.session_present})
                 # Retained device states are not news: never sent at subscribe (RH 2).
-                options = SubscribeOptions(qos=1, retainHandling=2)
-                await client.subscribe(FEED, options=options)
+                await client.subscribe(FEED, timeout=30, retain_handling=2)
                 print("subscribed", flush=True)
-                async for message in client.messages:
-                    t = now_wall()
-                    raw = message.payload
-                    record = {"t": t, "topic": message.topic.value, "retain": message.retain}
-                    try:
-                        body = json.loads(raw if isinstance(raw, bytes | str) else b"")
-                    except ValueError:
-                        body = None
-                    if isinstance(body, dict):
-                        payload = body.get("payload") or {}
-                        for key in ("msg_id", "table_id", "seq", "replayed", "schema"):
-                            record[key] = body.get(key)
-                        for key in ("round_id", "round_seq", "status", "shuffle_id", "state"):
-                            if key in payload:
-                                record[key] = payload[key]
-                    write(record)
-                    if stop.is_set():
-                        break
-        except aiomqtt.MqttError as exc:
+                while await client.arrived(stopper):
+                    for message in client.take(1000):
+                        write(_record(message.topic, message.payload, message.retain))
+        except BrokerError as exc:
             write({"event": "lost", "t": now_wall(), "error": str(exc)[:200]})
             attempt += 1
             # A fast reconnect (0.1 s, 0.2 s, … up to 1 s) unless told to take ``delay`` s.
             await asyncio.wait({stopper}, timeout=delay or min(0.1 * attempt, 1.0))
     stopper.cancel()
+
+
+def _record(topic: str, raw: bytes, retain: bool) -> dict[str, Any]:
+    """One received message as the analysis reads it: when, where, and the feed's fields."""
+    record: dict[str, Any] = {"t": now_wall(), "topic": topic, "retain": retain}
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        payload = body.get("payload") or {}
+        for key in ("msg_id", "table_id", "seq", "replayed", "schema"):
+            record[key] = body.get(key)
+        for key in ("round_id", "round_seq", "status", "shuffle_id", "state"):
+            if key in payload:
+                record[key] = payload[key]
+    return record
 
 
 def subscriber_main(args: argparse.Namespace) -> int:

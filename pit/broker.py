@@ -351,13 +351,13 @@ class Session:
             self._check_link()
         return future.result()
 
-    async def subscribe(self, topic: str, *, timeout: float) -> None:
-        """``topic`` at QoS 1; on MQTT 5 retained messages only when the subscription is new."""
+    async def subscribe(self, topic: str, *, timeout: float, retain_handling: int = 1) -> None:
+        """``topic`` at QoS 1; on MQTT 5 retained messages only when the subscription is new
+        (``retain_handling`` 1; 0: at every subscribe, 2: never)."""
         self._check_link()
         if self.link.protocol == "5":
-            rc, mid = self.client.subscribe(
-                topic, options=SubscribeOptions(qos=1, retainHandling=1)
-            )
+            options = SubscribeOptions(qos=1, retainHandling=retain_handling)
+            rc, mid = self.client.subscribe(topic, options=options)
         else:
             rc, mid = self.client.subscribe(topic, qos=1)
         reasons = await self._answer(rc, mid or 0, f"subscribe {topic}", timeout)
