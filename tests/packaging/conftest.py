@@ -7,6 +7,8 @@ file the program needs but nobody added to git is missing here as it is in a cle
 
 from __future__ import annotations
 
+import importlib.util
+import marshal
 import os
 import shutil
 import subprocess
@@ -34,6 +36,17 @@ def tracked_files() -> list[str]:
     except (OSError, subprocess.CalledProcessError) as exc:
         pytest.fail(f"the packaging tests need the git checkout (git ls-files): {exc}")
     return [name for name in listing.decode().split("\0") if name]
+
+
+def planted_pyc(source: Path, edited: bytes) -> bytes:
+    """A .pyc Python will load for ``source``: compiled from ``edited``, stamped with the
+    original source's mtime and size (the audit's attack), in the format Python writes (PEP
+    552: its magic number, flags 0 for a timestamp check, the mtime and size, the code)."""
+    st = source.stat()
+    code = compile(edited, str(source), "exec")
+    stamp = [0, int(st.st_mtime), st.st_size]
+    header = b"".join((n & 0xFFFFFFFF).to_bytes(4, "little") for n in stamp)
+    return importlib.util.MAGIC_NUMBER + header + marshal.dumps(code)
 
 
 def clean_env() -> dict[str, str]:

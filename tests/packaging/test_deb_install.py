@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import grp
-import importlib._bootstrap_external as bootstrap
+import importlib.util
 import json
 import os
 import pwd
@@ -35,7 +35,7 @@ from simulators.demo import DEMO_CONFIG
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator
-from tests.packaging.conftest import Built, clean_env
+from tests.packaging.conftest import Built, clean_env, planted_pyc
 
 pytestmark = pytest.mark.slow
 
@@ -230,11 +230,9 @@ def test_the_installed_table_starts_as_paigow_settles_and_authenticates(
 def test_a_planted_pyc_or_pth_in_the_installed_venv_stops_run(deb_installed: Path) -> None:
     [site] = list((VENV / "lib").glob("python3*/site-packages"))
     source = site / "controller" / "game" / "paytables.py"
-    pyc = Path(bootstrap.cache_from_source(str(source)))
+    pyc = Path(importlib.util.cache_from_source(str(source)))
     original = pyc.read_bytes()
-    st = source.stat()
-    code = compile(source.read_bytes() + b"\nMARK = 40\n", str(source), "exec")
-    planted = bytes(bootstrap._code_to_timestamp_pyc(code, int(st.st_mtime), st.st_size))  # type: ignore[attr-defined]
+    planted = planted_pyc(source, source.read_bytes() + b"\nMARK = 40\n")
     pth = site / "zz.pth"
     before = json.loads(_as_paigow("paigow-table", "authenticate", "--nonce", "x").stdout)
     with _workdir() as work:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from controller.wiring import EXIT_SOFTWARE_CHANGED
-from tests.packaging.conftest import Installed, clean_env
-from tests.packaging.test_software import _config, _planted_pyc, _run, _site
+from tests.packaging.conftest import Installed, clean_env, planted_pyc
+from tests.packaging.test_software import run_command, site_packages, table_config
 
 pytestmark = pytest.mark.slow
 
@@ -34,12 +34,12 @@ def _plant(installed: Installed, tmp_path: Path, variable: str) -> tuple[dict[st
         prefix = tmp_path / "pycache"
         tag = sys.implementation.cache_tag
         for name in ("game/paytables.py", "software.py"):
-            source = _site(installed) / "controller" / name
+            source = site_packages(installed) / "controller" / name
             flush = b"\nFLUSH_PT3_PAYS = 40\n" if "pay" in name else b""
             edited = source.read_bytes() + flush + code.encode()
             pyc = prefix / source.parent.relative_to("/") / f"{source.stem}.{tag}.pyc"
             pyc.parent.mkdir(parents=True, exist_ok=True)
-            pyc.write_bytes(_planted_pyc(source, edited))
+            pyc.write_bytes(planted_pyc(source, edited))
         return {variable: str(prefix)}, marker
     if variable == "PYTHONPATH":
         evil = tmp_path / "evil"
@@ -62,11 +62,11 @@ def test_the_environment_cannot_redirect_the_installed_command(
     installed: Installed, tmp_path: Path, variable: str
 ) -> None:
     env, marker = _plant(installed, tmp_path, variable)
-    check = _run(installed, "software", "check", env=env)
+    check = run_command(installed, "software", "check", env=env)
     assert not marker.exists(), f"code planted through {variable} ran: {check.stdout}"
     assert check.returncode == 0, check.stdout + check.stderr
     assert "isolated from the environment (-I)" in check.stdout
-    answer = json.loads(_run(installed, "authenticate", "--nonce", "n", env=env).stdout)
+    answer = json.loads(run_command(installed, "authenticate", "--nonce", "n", env=env).stdout)
     assert answer["isolated"] is True and answer["verified"] is True
     assert not marker.exists(), f"code planted through {variable} ran"
 
@@ -78,7 +78,7 @@ def test_an_interpreter_started_without_isolation_is_a_finding(
     so and ``run`` refuses, with one line."""
     python = str(installed.venv / "bin" / "python")
     done = subprocess.run(
-        [python, "-m", "controller.cli", "run", "--config", str(_config(tmp_path))],
+        [python, "-m", "controller.cli", "run", "--config", str(table_config(tmp_path))],
         cwd=installed.home,
         env=clean_env(),
         capture_output=True,

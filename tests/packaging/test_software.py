@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import importlib._bootstrap_external as bootstrap
+import importlib.util
 import json
 import os
 import shutil
@@ -22,12 +22,12 @@ import pytest
 
 from controller.wiring import EXIT_SOFTWARE_CHANGED
 from simulators.demo import DEMO_CONFIG
-from tests.packaging.conftest import Installed, clean_env
+from tests.packaging.conftest import Installed, clean_env, planted_pyc
 
 pytestmark = pytest.mark.slow
 
 
-def _site(installed: Installed) -> Path:
+def site_packages(installed: Installed) -> Path:
     [site] = list((installed.venv / "lib").glob("python3*/site-packages"))
     return site
 
@@ -83,7 +83,7 @@ def _expected_hmac(installed: Installed, nonce: str) -> tuple[str, int]:
     return mac.hexdigest(), len(items)
 
 
-def _run(
+def run_command(
     installed: Installed, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -98,13 +98,13 @@ def _run(
 
 
 def _authenticate(installed: Installed, nonce: str = "n") -> dict[str, object]:
-    done = _run(installed, "authenticate", "--nonce", nonce)
+    done = run_command(installed, "authenticate", "--nonce", nonce)
     answer: dict[str, object] = json.loads(done.stdout)
     assert done.returncode == (0 if answer["verified"] else 1), done.stderr
     return answer
 
 
-def _config(tmp_path: Path) -> Path:
+def table_config(tmp_path: Path) -> Path:
     config = tmp_path / "table.toml"
     config.write_text(
         DEMO_CONFIG.format(
@@ -118,7 +118,7 @@ def _refused(
     installed: Installed, tmp_path: Path, names: str, env: dict[str, str] | None = None
 ) -> None:
     """`run` refuses before touching the journal, with one line that names ``names``."""
-    done = _run(installed, "run", "--config", str(_config(tmp_path)), env=env)
+    done = run_command(installed, "run", "--config", str(table_config(tmp_path)), env=env)
     assert done.returncode == EXIT_SOFTWARE_CHANGED, done.stderr
     lines = [line for line in done.stderr.splitlines() if not line.startswith("{")]
     assert len(lines) == 1 and names in lines[0], done.stderr
@@ -148,14 +148,14 @@ def test_authenticate_is_an_hmac_the_regulator_can_recompute(installed: Installe
     assert answer["verified"] is True and len(str(answer["software_digest"])) == 64
     other = _authenticate(installed, "other")
     assert other["hmac_sha256"] != expected  # keyed: a recorded answer does not replay
-    check = _run(installed, "software", "check")
+    check = run_command(installed, "software", "check")
     assert check.returncode == 0 and "verified" in check.stdout
 
 
 def test_an_edited_source_stops_run_and_changes_authenticate(
     installed: Installed, tmp_path: Path
 ) -> None:
-    target = _site(installed) / "controller" / "game" / "paytables.py"
+    target = site_packages(installed) / "controller" / "game" / "paytables.py"
     before = _authenticate(installed)["hmac_sha256"]
     with _restored(target):
         target.write_bytes(target.read_bytes() + b"\n# paying 500\n")
@@ -165,26 +165,18 @@ def test_an_edited_source_stops_run_and_changes_authenticate(
     assert _authenticate(installed)["hmac_sha256"] == before
 
 
-def _planted_pyc(source: Path, edited: bytes) -> bytes:
-    """A .pyc Python will load for ``source``: compiled from ``edited``, stamped with the
-    original source's mtime and size (the audit's attack)."""
-    st = source.stat()
-    code = compile(edited, str(source), "exec")
-    return bytes(bootstrap._code_to_timestamp_pyc(code, int(st.st_mtime), st.st_size))  # type: ignore[attr-defined]
-
-
 def test_a_planted_pyc_that_python_would_load_is_found(
     installed: Installed, tmp_path: Path
 ) -> None:
-    source = _site(installed) / "controller" / "game" / "paytables.py"
-    pyc = Path(bootstrap.cache_from_source(str(source)))
+    source = site_packages(installed) / "controller" / "game" / "paytables.py"
+    pyc = Path(importlib.util.cache_from_source(str(source)))
     assert pyc.is_file()  # pip compiled it at install, and the seal lists it
     before = _authenticate(installed)["hmac_sha256"]
     text = source.read_bytes()
     assert b"PAYTABLE_MARKER" not in text
     edited = text + b"\nPAYTABLE_MARKER = 40\n"
     with _restored(pyc):
-        pyc.write_bytes(_planted_pyc(source, edited))
+        pyc.write_bytes(planted_pyc(source, edited))
         # Python does load it: the attack is real.
         loaded = subprocess.run(
             [
@@ -206,7 +198,7 @@ def test_a_planted_pyc_that_python_would_load_is_found(
 def test_a_pth_file_an_edited_dependency_and_an_unlisted_module_are_found(
     installed: Installed, tmp_path: Path
 ) -> None:
-    site = _site(installed)
+    site = site_packages(installed)
     before = _authenticate(installed)["hmac_sha256"]
     pth = site / "zz-evil.pth"
     with _restored(pth):
@@ -233,7 +225,7 @@ def test_code_from_outside_the_installation_is_refused(
     evil = tmp_path / "evil"
     evil.mkdir()
     (evil / "sitecustomize.py").write_text("")
-    done = _run(installed, "software", "check", env={"PYTHONPATH": str(evil)})
+    done = run_command(installed, "software", "check", env={"PYTHONPATH": str(evil)})
     assert done.returncode == 0 and str(evil) not in done.stdout, done.stdout
     code = (
         f"import sys; sys.path.insert(0, {str(evil)!r}); "
@@ -289,12 +281,13 @@ def test_the_interpreter_is_covered(installed: Installed, tmp_path: Path) -> Non
 def test_commands_never_write_bytecode_into_the_installation(installed: Installed) -> None:
     """A module whose .pyc is missing (sealed that way): the CLI imports it and must not write
     one, or the next start would find a file the seal does not list."""
-    source = _site(installed) / "controller" / "cli" / "audit.py"
-    pyc = Path(bootstrap.cache_from_source(str(source)))
+    source = site_packages(installed) / "controller" / "cli" / "audit.py"
+    pyc = Path(importlib.util.cache_from_source(str(source)))
     manifest = installed.venv / "paigow-table.manifest"
     with _restored(pyc, manifest):
         pyc.unlink()
-        assert _run(installed, "software", "seal").returncode == 0
-        assert _run(installed, "audit", "--help").returncode == 0  # imports controller.cli.audit
+        assert run_command(installed, "software", "seal").returncode == 0
+        # It imports controller.cli.audit.
+        assert run_command(installed, "audit", "--help").returncode == 0
         assert not pyc.exists()
-        assert _run(installed, "software", "check").returncode == 0
+        assert run_command(installed, "software", "check").returncode == 0
