@@ -23,7 +23,7 @@ from controller.messages import EnterDice, SetSeats, SignIn, SignOut
 from controller.recorder import EFFECTS, Recorder
 from controller.table import RoundOpened, Table
 from tests.controller.test_recorder import _apply
-from tests.journal.test_audit_attacks import _feed, _relink
+from tests.journal.test_audit_attacks import casino_feed, relink
 from tests.table.test_machine import T0, make_table, packet_events, rng, shuffled
 
 
@@ -145,7 +145,7 @@ def _forge_dealer(path: Path, dealer: str, *, opened_too: bool) -> str:
                 "UPDATE events SET payload = ? WHERE round_id = ? AND kind = 'round_opened'",
                 (json.dumps({"dealer_id": dealer}), rid),
             )
-        _relink(conn)
+        relink(conn)
     return str(rid)
 
 
@@ -165,7 +165,7 @@ def test_a_rewritten_dealer_and_round_opened_row_are_found_by_the_casino_s_copy(
     relinked. The casino's copy of the feed (as the table sent it) still names D-17."""
     path = tmp_path / "j.sqlite3"
     _journal(path, [*_deal(11), SignIn(dealer_id="D-17"), *_deal(13)])
-    feed = _feed(path)
+    feed = casino_feed(path)
     rid = _forge_dealer(path, "D-99", opened_too=True)
     assert verify_journal(path).ok  # the limit docs/audit.md states
     checked = verify_feed(path, read_feed(feed))

@@ -40,7 +40,7 @@ def casino_feed(path: Path) -> list[str]:
     ]
 
 
-def _relink(conn: sqlite3.Connection) -> None:
+def relink(conn: sqlite3.Connection) -> None:
     """What an attacker with the file and the source does: every link recomputed."""
     prev = ""
     rows = conn.execute("SELECT id, round_id, at, kind, payload FROM events ORDER BY id")
@@ -141,7 +141,7 @@ def test_a_round_rewritten_as_dead_with_its_chain_recomputed_is_found_by_the_fee
             "UPDATE events SET payload = ? WHERE round_id = ? AND kind = 'round_sealed'",
             (json.dumps(seal_of(rid, "dead", "deal_timeout", forged), separators=(",", ":")), rid),
         )
-        _relink(conn)
+        relink(conn)
     report = verify_journal(path)
     assert all(f.round_id != rid or "dealt again" not in f.detail for f in report.findings)
     checked = verify_feed(path, read_feed(feed))
