@@ -14,7 +14,8 @@
   server-side) and with any change of the access token.
 - **Supervisors**: acknowledging takes a supervisor's badge and PIN, checked against ``[commands]
   supervisors_file`` — the table's own format and policy (PBKDF2, the same constant work for an
-  unknown badge, a doubling lockout per source): ``controller.display.dealers.BadgeBook``.
+  unknown badge, a doubling lockout per source): ``controller.badges.BadgeBook``. The Host and
+  loopback rules are the table's display's own (``controller.http_rules``).
 
 What it does not protect against: someone on the pit's own machine with its files, a browser
 extension acting inside the page, a PIN watched over a supervisor's shoulder, a TLS proxy that
@@ -24,7 +25,6 @@ forwards any Host (configure it to pass only the pit's name).
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -32,31 +32,15 @@ from pathlib import Path
 
 from aiohttp import web
 
-from controller.display.dealers import BadgeBook, read_supervisors
+from controller.badges import BadgeBook, read_supervisors
+from controller.http_rules import LOOPBACK_NAMES, host_name, is_loopback_host
 from pit.config import PitConfigError
 
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+#: The Host names a loopback client may use whatever the config says.
+LOOPBACK_HOSTS = LOOPBACK_NAMES | {"127.0.0.1", "::1"}
 #: Seconds a checked session is trusted without asking the database again (a revocation by
 #: another pit sharing the database takes this long to reach this one).
 SESSION_CACHE_S = 5.0
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def hostname(header: str) -> str:
-    """The host name of a ``Host`` header (``[::1]:8090`` → ``::1``), lower case."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1 : header.find("]")] if "]" in header else header
-    name, sep, port = header.rpartition(":")
-    return name if sep and port.isdigit() else header
 
 
 @dataclass(frozen=True)
@@ -71,18 +55,18 @@ class Origins:
         cls, listen: str, allowed_hosts: Iterable[str], allowed_origins: Iterable[str]
     ) -> Origins:
         hosts = {h.lower().strip("[]") for h in allowed_hosts}
-        if not is_loopback(listen) and not hosts:
+        if not is_loopback_host(listen) and not hosts:
             raise PitConfigError(
                 f"[web] host = {listen!r} is not a loopback address: set allowed_hosts (the "
                 "names the page is reached by)"
             )
         if listen not in ("0.0.0.0", "::", ""):
             hosts.add(listen.lower().strip("[]"))
-        hosts |= set(LOOPBACK_NAMES)
+        hosts |= LOOPBACK_HOSTS
         return cls(frozenset(hosts), frozenset(o.rstrip("/").lower() for o in allowed_origins))
 
     def host_allowed(self, request: web.Request) -> bool:
-        return hostname(request.headers.get("Host", "")) in self.hosts
+        return host_name(request.headers.get("Host", "")) in self.hosts
 
     def change_problem(self, request: web.Request, bearer: bool) -> tuple[int, str] | None:
         """Why a state-changing request is refused (status, reason), or None."""

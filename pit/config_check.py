@@ -201,12 +201,12 @@ def file_issues(file: str, data: Mapping[str, Any]) -> list[ConfigIssue]:
 
 
 def _rule_issues(file: str, data: Mapping[str, Any]) -> Iterable[ConfigIssue]:
-    from pit.access import is_loopback
+    from controller.http_rules import is_loopback_host
 
     web = _get(data, "web")
     web = web if isinstance(web, Mapping) else {}
     host = web.get("host", "127.0.0.1")
-    if web.get("enabled", True) and isinstance(host, str) and not is_loopback(host):
+    if web.get("enabled", True) and isinstance(host, str) and not is_loopback_host(host):
         if not web.get("token_file"):
             yield ConfigIssue(
                 file, "web.token_file", f"required: [web] host = {host!r} is not loopback"

@@ -15,10 +15,10 @@ from typing import Any
 
 from aiohttp import web
 
+from controller.http_rules import is_loopback_host
 from pit.access import (
     Origins,
     SessionCache,
-    is_loopback,
     secure,
     session_hash,
     session_id,
@@ -45,7 +45,7 @@ class Gate:
         self.token: str | None = None
         if config.web.token_file is not None:
             self.token = read_secret(config.web.token_file)
-        elif not is_loopback(config.web.host):
+        elif not is_loopback_host(config.web.host):
             raise PitConfigError(
                 f"[web] host = {config.web.host!r} is not a loopback address: set token_file"
             )

@@ -201,7 +201,7 @@ def register_feed_keys(workdir: Path, table_ids: list[str]) -> Path:
 def _supervisor(workdir: Path) -> tuple[str, Path]:
     """A fresh six-digit PIN for :data:`SUPERVISOR`, and the tables' supervisors file (its
     salted hash only)."""
-    from controller.display.dealers import hash_pin
+    from controller.badges import hash_pin
 
     pin = f"{secrets.randbelow(900_000) + 100_000}"
     return pin, _secret_file(workdir / "supervisors", f"{SUPERVISOR} {hash_pin(pin)}")

@@ -193,8 +193,8 @@ def cmd_software(args: argparse.Namespace) -> int:
 
 def cmd_badge_pin(args: argparse.Namespace) -> int:
     """``dealer-pin`` and ``supervisor-pin``: a badges file line, the PIN read from stdin."""
+    from controller.badges import hash_pin
     from controller.credentials import BADGE, DEALER_PIN_DIGITS, SUPERVISOR_PIN_DIGITS
-    from controller.display.dealers import hash_pin
 
     name = args.command
     digits = SUPERVISOR_PIN_DIGITS if name == "supervisor-pin" else DEALER_PIN_DIGITS

@@ -33,82 +33,24 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
 from aiohttp import web
 
 from controller.display.kiosk import KIOSK_COOKIE, KioskKey
+from controller.http_rules import (
+    ALLOW,
+    LOOPBACK_NAMES,
+    Decision,
+    host_and_port,
+    is_loopback_address,
+    own_origin,
+    presented_token,
+)
 
-LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 #: The cookie a supervisor's login sets (HttpOnly, SameSite=Strict): a session id, not the token.
 SESSION_COOKIE = "paigow_supervisor"
 SESSION_S = 12 * 3600
 MAX_SESSIONS = 256
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """``status`` 200 lets the request through; otherwise it is the HTTP status to answer."""
-
-    status: Literal[200, 401, 403]
-    reason: str = ""
-    #: Why a PIN check refused, as journaled (wrong_pin, locked_out, disabled).
-    code: str = ""
-
-    @property
-    def allowed(self) -> bool:
-        return self.status == 200
-
-
-ALLOW = Decision(200)
-
-
-def is_loopback_address(remote: str | None) -> bool:
-    """True for 127.0.0.0/8, ::1 and IPv4-mapped loopback; False for anything else or unknown."""
-    if not remote:
-        return False
-    try:
-        address = ipaddress.ip_address(remote.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped.is_loopback
-    return address.is_loopback
-
-
-def _host_name(host_header: str) -> str:
-    """The host part of a ``Host`` header (``[::1]:8080`` → ``::1``, ``a:80`` → ``a``)."""
-    return _host_and_port(host_header)[0]
-
-
-def _host_and_port(host_header: str) -> tuple[str, int | None]:
-    """A ``Host`` header's name and port (None when it names none; -1 when it is no port)."""
-    host = host_header.strip().lower()
-    port = ""
-    if host.startswith("["):
-        name, _, rest = host[1:].partition("]")
-        port = rest[1:] if rest.startswith(":") else rest
-    elif host.count(":") == 1:
-        name, port = host.split(":", 1)
-    else:
-        name = host
-    if not port:
-        return name, None
-    return name, int(port) if port.isdigit() and len(port) <= 5 else -1
-
-
-def presented_token(request: web.BaseRequest) -> str | None:
-    """The token a client sent as Bearer credentials (a ``token`` in the URL is not one)."""
-    auth = request.headers.get("Authorization", "")
-    scheme, _, credentials = auth.partition(" ")
-    if scheme.lower() == "bearer" and credentials.strip():
-        return credentials.strip()
-    return None
-
-
-def own_origin(request: web.BaseRequest) -> str:
-    """The origin a page of this server has, as the browser names it in ``Origin``."""
-    return f"{request.scheme}://{request.host}".lower()
 
 
 @dataclass
@@ -162,7 +104,7 @@ class AccessPolicy:
         known) if it names one: a ``Host`` naming some other site is a DNS-rebinding attempt."""
         if not host_header:
             return False
-        name, port = _host_and_port(host_header)
+        name, port = host_and_port(host_header)
         if port is not None and local_port is not None and port != local_port:
             return False
         if (

@@ -27,11 +27,11 @@ import structlog
 from aiohttp import hdrs, web
 from pydantic import ValidationError
 
+from controller.badges import BadgeBook, Lockouts, read_dealers, read_supervisors
 from controller.config import Config, ConfigError
 from controller.display import bodies
-from controller.display.access import SESSION_COOKIE, AccessPolicy, Decision, is_loopback_address
+from controller.display.access import SESSION_COOKIE, AccessPolicy
 from controller.display.bodies import BodyError
-from controller.display.dealers import BadgeBook, Lockouts, read_dealers, read_supervisors
 from controller.display.guard import ConnectionGuard, StreamLimiter, Tally
 from controller.display.kiosk import KIOSK_COOKIE, KioskKey, read_kiosk_token
 from controller.display.state import CLOSE, LiveState, Update
@@ -39,6 +39,7 @@ from controller.display.stats import side_wagers, two_jacks
 from controller.display.supervisors import PinGuard, SupervisorGate
 from controller.game.cards import CardError, parse_cards
 from controller.game.setting import Setting
+from controller.http_rules import Decision, is_loopback_address
 from controller.journal import RoundRecord, history
 from controller.journal.views import JournalView
 from controller.messages import (

@@ -4,7 +4,7 @@ and whom the journal names for it (docs/audit.md "Latched alarms and acknowledge
 
 * With ``[display] supervisors_file`` (``badge pbkdf2_sha256$…`` a line, made by ``paigow-table
   supervisor-pin BADGE``): a supervisor's badge and PIN, checked against the file's hashes (the
-  same constant work for an unknown badge: :class:`~controller.display.dealers.BadgeBook`). The
+  same constant work for an unknown badge: :class:`~controller.badges.BadgeBook`). The
   action is attributed to that badge; a name typed beside it is not used.
 * Without it, the fallback: the one shared void PIN (``[display] void_pin_file``, at least six
   digits), and the action is attributed to the name typed beside it, which nobody checks
@@ -23,9 +23,9 @@ import hmac
 from dataclasses import dataclass, field
 from typing import Literal
 
+from controller.badges import BadgeBook, Lockouts
 from controller.credentials import SUPERVISOR_PIN_DIGITS, pin_problem
-from controller.display.access import Decision
-from controller.display.dealers import BadgeBook, Lockouts
+from controller.http_rules import Decision
 
 PIN_MIN_DIGITS = SUPERVISOR_PIN_DIGITS
 

@@ -332,7 +332,7 @@ def _supervisors(host: PublisherHost) -> frozenset[str] | None:
     path = host.config.display.supervisors_file
     if path is None:
         return None
-    from controller.display.dealers import read_supervisors
+    from controller.badges import read_supervisors
 
     try:
         return frozenset(read_supervisors(path))

@@ -12,8 +12,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from controller.badges import hash_pin
 from controller.display import DisplayService
-from controller.display.dealers import hash_pin
 from tests.harness import running_table
 from tests.journal.conftest import cli
 

@@ -18,9 +18,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from controller.badges import hash_pin
 from controller.config import ConfigError, ConfigIssue
 from controller.config_check import check_config_main, load_checked
-from controller.display.dealers import hash_pin
 
 SECRET = bytes(range(32))
 

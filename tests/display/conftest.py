@@ -20,8 +20,8 @@ import pytest_asyncio
 from playwright import async_api as playwright_api
 from playwright.async_api import ViewportSize
 
+from controller.badges import hash_pin
 from controller.display import DisplayService
-from controller.display.dealers import hash_pin
 from tests.harness import RunningTable, running_table
 
 CHROMIUM = os.environ.get("PAIGOW_CHROMIUM", "/usr/bin/chromium")

@@ -14,11 +14,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
+from controller.badges import Lockouts
 from controller.display import DisplayService
-from controller.display.access import AccessPolicy, is_loopback_address
-from controller.display.dealers import Lockouts
+from controller.display.access import AccessPolicy
 from controller.display.server import POLICY_KEY, access_middleware
 from controller.display.supervisors import PinGuard
+from controller.http_rules import is_loopback_address
 from tests.display.conftest import unavailable, write_secret
 from tests.harness import running_table
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import aiohttp
 
+from controller.badges import hash_pin
 from controller.display import DisplayService
-from controller.display.dealers import hash_pin
 from controller.journal import Journal
 from tests.display.conftest import write_secret
 from tests.harness import journal_events, running_table

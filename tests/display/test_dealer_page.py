@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from controller.display.dealers import hash_pin
+from controller.badges import hash_pin
 from controller.game.cards import DECK, parse_cards
 from controller.game.setting import Setting
 from controller.messages import RoundPayload

@@ -20,8 +20,8 @@ import pytest
 import pytest_asyncio
 import structlog
 
+from controller.badges import hash_pin
 from controller.display import DisplayService
-from controller.display.dealers import hash_pin
 from controller.logging import configure_logging
 from tests.display.conftest import unavailable, write_secret
 from tests.display.test_access import non_loopback_address

@@ -23,8 +23,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from controller.badges import DealerBook, Lockouts, hash_pin
 from controller.display import DisplayService
-from controller.display.dealers import DealerBook, Lockouts, hash_pin
 from controller.journal import Journal
 from controller.table import AlarmAcknowledged, AlarmRaised, PlayerSettled
 from tests.display.conftest import write_badges, write_secret

@@ -16,8 +16,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from controller.badges import hash_pin
 from controller.clock import utc_now
-from controller.display.dealers import hash_pin
 from controller.feed_signature import FeedSignatureError, keyring, verify_signed
 from controller.mqtt.publisher import MqttService
 from controller.mqtt.signing import sign

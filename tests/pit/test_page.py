@@ -18,7 +18,7 @@ from pathlib import Path
 import aiohttp
 from playwright import async_api as playwright_api
 
-from controller.display.dealers import hash_pin
+from controller.badges import hash_pin
 from pit.config import PitConfig, parse_pit_config
 from pit.service import Pit
 from simulators.feed import SimTable, wire

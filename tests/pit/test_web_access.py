@@ -21,7 +21,7 @@ import aiohttp
 import aiomqtt
 from aiohttp import web
 
-from controller.display.dealers import hash_pin
+from controller.badges import hash_pin
 from controller.messages import AlarmPayload, envelope
 from pit.config import PitConfig, parse_pit_config
 from pit.service import page_store_factory, store_factory

@@ -26,7 +26,7 @@ from controller.credentials import ADDRESS_TRIES, BADGE, LOCKOUT_MAX_S, LOCKOUT_
 from controller.credentials import DEALER_PIN_DIGITS as MIN_PIN_DIGITS
 from controller.credentials import PBKDF2_ITERATIONS as ITERATIONS
 from controller.credentials import SUPERVISOR_PIN_DIGITS as MIN_SUPERVISOR_PIN_DIGITS
-from controller.display.access import Decision
+from controller.http_rules import Decision
 
 __all__ = [
     "BADGE",
