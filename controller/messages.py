@@ -363,6 +363,24 @@ class Signature(_Model):
     value: str = Field(pattern=r"^[0-9a-f]{128}$", description="the signature, 64 bytes in hex")
 
 
+class Envelope(BaseModel):
+    """The header every feed message carries around its payload, as :func:`envelope` writes it
+    and the pit reads it (``pit.judge.read``: one model for both ends). Strict: a seq of
+    ``true`` or ``"3"`` is no seq. Fields beyond these are the payload's business, not the
+    header's, and are left alone (the signature is checked over the whole message first)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="ignore", populate_by_name=True)
+
+    schema_: str = Field(alias="schema", min_length=1, max_length=64)
+    version: int
+    msg_id: str = Field(min_length=1, max_length=128)
+    table_id: str = Field(min_length=1, max_length=64)
+    seq: int = Field(ge=0)
+    time: str = Field(max_length=64)
+    replayed: bool = False
+    payload: dict[str, Any]
+
+
 def envelope(
     payload: Payload,
     *,

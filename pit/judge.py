@@ -45,6 +45,7 @@ from controller.messages import (
     AlarmPayload,
     CheckpointPayload,
     DevicePayload,
+    Envelope,
     PlayerPayload,
     ProtectionPayload,
     RoundPayload,
@@ -232,18 +233,16 @@ def value_problem(value: Any, where: str) -> str | None:
 
 
 def envelope_problem(data: Any) -> str | None:
+    """Why ``data`` is not a feed message's envelope (``controller.messages.Envelope``, the
+    model the table's own :func:`~controller.messages.envelope` writes), or None."""
     if not isinstance(data, dict):
         return "not a JSON object"
-    for name, kind in (
-        ("schema", str), ("msg_id", str), ("table_id", str), ("time", str), ("payload", dict),
-    ):  # fmt: skip
-        if not isinstance(data.get(name), kind):
-            return f"no envelope: {name} missing or not a {kind.__name__}"
-    seq = data.get("seq")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        return "no envelope: seq missing or not a whole number"
-    if not data["msg_id"] or len(data["msg_id"]) > 128 or len(data["table_id"]) > 64:
-        return "no envelope: msg_id or table_id empty or too long"
+    try:
+        Envelope.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the envelope"
+        return f"no envelope: {escaped(where, 40)}: {escaped(first['msg'], 120)}"
     return None
 
 
