@@ -963,7 +963,7 @@ def verify_cost(n: int, *, freeze: bool = True) -> dict[str, Any]:
 
     triples = []
     for tid, raw in feed:  # the signature and the bytes it covers, as judge._fast cuts them
-        tail = judge._SIG_TAIL.match(raw, raw.rfind(b',"sig":{'))
+        tail = judge.SIG_TAIL.match(raw, raw.rfind(b',"sig":{'))
         assert tail is not None
         key = next(iter((keys.for_table(tid) or {}).values()))
         signed = raw[: tail.start()] + b"}"

@@ -93,8 +93,9 @@ _SUSPECT = re.compile(r"\d{16,}|[eE][+-]?\d{3,}|\\u0000|\\u[dD][89a-fA-F]")
 # Infinity and a number that overflows to infinity.
 _FAST_BIG_INT = re.compile(rb"[:,\[]-?\d{16}")
 _NOT_BRACKETS_BYTES = bytes(b for b in range(256) if b not in b"[]{}")
-# A message as ``FeedSigner.sign`` writes it ends with its ``sig``, as the last member.
-_SIG_TAIL = re.compile(
+#: A message as ``FeedSigner.sign`` writes it ends with its ``sig``, as the last member: the
+#: fast path cuts the signature and the bytes it covers with this (so does ``bench/pit.py``).
+SIG_TAIL = re.compile(
     rb',"sig":\{"alg":"ed25519","key_id":"([\x21\x23-\x5b\x5d-\x7e]{1,64})",'
     rb'"value":"([0-9a-f]{128})"\}\}\Z'
 )
@@ -324,7 +325,7 @@ def _fast(
     (a NUL, a surrogate), NaN or Infinity (orjson refuses them), a member twice (the canonical
     re-serialization would differ), nesting deeper than ``max_depth``. One C parse instead of
     a Python one, no Python walk."""
-    tail = _SIG_TAIL.match(payload, max(0, payload.rfind(b',"sig":{')))
+    tail = SIG_TAIL.match(payload, max(0, payload.rfind(b',"sig":{')))
     if tail is None or b"\\" in payload or _FAST_BIG_INT.search(payload) is not None:
         return None
     signed_bytes = payload[: tail.start()] + b"}"
@@ -347,8 +348,8 @@ def _fast(
     if raw is None:
         return None
     signature = bytes.fromhex(tail.group(2).decode("ascii"))
-    if _SODIUM is not None:
-        if not _SODIUM(raw, signature, signed_bytes):
+    if FAST_VERIFY is not None:
+        if not FAST_VERIFY(raw, signature, signed_bytes):
             return None
     else:
         try:
@@ -360,7 +361,9 @@ def _fast(
     return data
 
 
-_SODIUM = sodium.verifier()
+#: The fast path's signature check: libsodium's (``pit.sodium``), or None where it is not
+#: installed (then ``cryptography``'s).
+FAST_VERIFY = sodium.verifier()
 #: Each key id's registered key and its raw bytes (the key object kept: a keys file read again
 #: makes new ones, which replace it): no serialization and no SHA-256 a message.
 _RAW_KEYS: dict[str, tuple[Ed25519PublicKey, bytes]] = {}

@@ -245,9 +245,9 @@ def test_the_fast_path_gives_the_strict_paths_verdict(
     payload = dict(_cases())[name]
     keys = SimulatedKeys()
     if verifier == "libsodium":
-        assert judge._SODIUM is not None, "libsodium23 is installed by make deb-tools"
+        assert judge.FAST_VERIFY is not None, "libsodium23 is installed by make deb-tools"
     else:
-        monkeypatch.setattr(judge, "_SODIUM", None)
+        monkeypatch.setattr(judge, "FAST_VERIFY", None)
 
     def verdict() -> tuple[str, Any]:
         try:
