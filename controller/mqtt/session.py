@@ -200,9 +200,11 @@ class SocketDriver:
         even when it is collected, perhaps in another thread, with the loop gone."""
         self.closed = True
         client = self.client
-        client.on_socket_close = None
-        client.on_socket_register_write = None
-        client.on_socket_unregister_write = None
+        # No-ops rather than None: without a register_write callback paho would write from
+        # the thread still connecting.
+        client.on_socket_close = _ignore
+        client.on_socket_register_write = _ignore
+        client.on_socket_unregister_write = _ignore
         self.detach()
         if self.sock is not None:
             self.sock.close()
@@ -315,8 +317,8 @@ class Session:
             reason = f"connection lost: {code}"
         else:
             reason = "disconnected"
-        assert self._driver is not None
-        self._driver.soon(self._lose, LinkError(reason))
+        if self.error is None and self._driver is not None:  # else released already
+            self._driver.soon(self._lose, LinkError(reason))
 
     def _lose(self, error: LinkError) -> None:
         """The link is gone: whatever waits on it wakes (and raises ``error``)."""
@@ -473,6 +475,10 @@ class Session:
     def _flush(self) -> None:
         if self._driver is not None:
             self._driver.flush()
+
+
+def _ignore(client: paho.Client, userdata: Any, sock: Any) -> None:
+    """A socket callback for a session that is over."""
 
 
 def describe(exc: BaseException) -> str:
