@@ -108,7 +108,7 @@ async def subscribe(port: int, out: TextIO, client_id: str, delay: float) -> Non
                 print("subscribed", flush=True)
                 while await client.arrived(stopper):
                     for message in client.take(1000):
-                        write(_record(message.topic, message.payload, message.retain))
+                        write(_record(message.topic, bytes(message.payload), message.retain))
         except BrokerError as exc:
             write({"event": "lost", "t": now_wall(), "error": str(exc)[:200]})
             attempt += 1

@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.mqtt.client import Client
 from controller.mqtt.wire import NODELAY
+from pit.pagedb import PageStore
 from pit.service import settle_collector
 from pit.store import Store, parse_time
 from simulators.feed import SimTable, sim_keys_text, wire
@@ -584,8 +585,8 @@ class Run:
                     raise RuntimeError(f"the pit did not subscribe: see {pit.log}")
                 await asyncio.sleep(0.2)
         await asyncio.sleep(1.0)  # the page listens
-        base = Store(self.read_url, root="casino/bench/paigow/")
-        self.db_bytes_before = base.database_bytes()
+        base = PageStore(self.read_url)
+        self.db_bytes_before = base.db.database_bytes()
         base.close()
         self.deadlocks_before = self.postgres.deadlocks() if self.postgres else 0
         if self.postgres is not None:
@@ -657,7 +658,7 @@ class Run:
                 (0.65, "postgresql" if self.postgres is not None else "none")]  # fmt: skip
         if args.flood:  # instead of the restarts: the flood alone, measured (issue 40)
             plan = [(0.3, "flood")]
-        counter = Store(self.read_url, root="casino/bench/paigow/")
+        counter = PageStore(self.read_url)
         last = (time.monotonic(), 0)
         progress = time.monotonic()
         while not gens.finished:
@@ -669,9 +670,9 @@ class Run:
                 pit.sample()
             if time.monotonic() - last[0] >= 2.0:
                 with contextlib.suppress(Exception):  # the database may be restarting
-                    if counter.conn is None or getattr(counter.conn, "closed", False):
-                        counter.connect()
-                    row = counter.one("SELECT count(*) FROM messages")
+                    if counter.db.conn is None or getattr(counter.db.conn, "closed", False):
+                        counter.db.connect()
+                    row = counter.db.one("SELECT count(*) FROM messages")
                     n = int(row[0]) if row else 0
                     self.rates.append((n - last[1]) / (time.monotonic() - last[0]))
                     last = (time.monotonic(), n)
@@ -688,11 +689,11 @@ class Run:
         counter.close()
 
     async def drain(self, total_sequenced: int) -> float:
-        store = Store(self.read_url, root="casino/bench/paigow/")
+        store = PageStore(self.read_url)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             with contextlib.suppress(Exception):
-                got = store.one("SELECT count(*) FROM messages WHERE sequenced = 1")
+                got = store.db.one("SELECT count(*) FROM messages WHERE sequenced = 1")
                 if got is not None and got[0] >= total_sequenced:
                     break
             for pit in self.pits:
@@ -731,11 +732,11 @@ def flood_figures(r: Run) -> dict[str, Any]:
     f = r.flood
     began, ended = f.get("began", 0.0), f.get("ended", 0.0)
     during = [v for t, v in r.latencies if began <= t <= ended + 20]
-    store = Store(r.read_url, root="casino/bench/paigow/")
+    store = PageStore(r.read_url)
     try:
-        silent = [t for (t,) in store.all(
+        silent = [t for (t,) in store.db.all(
             "SELECT table_id FROM record_alarms WHERE kind = 'table_silent'")]  # fmt: skip
-        dropped = store.one(
+        dropped = store.db.one(
             "SELECT coalesce(sum(count), 0) FROM reject_counts WHERE reason = 'flood'"
         )
     finally:
@@ -807,18 +808,18 @@ def verdict(
     r: Run, expected: dict[str, int], total_messages: int, ingest_s: float
 ) -> dict[str, Any]:
     """What the database holds against what was published, and the run's figures."""
-    store = Store(r.read_url, root="casino/bench/paigow/")
-    stored = dict(store.all("SELECT table_id, count(*) FROM messages WHERE sequenced = 1 "
+    store = PageStore(r.read_url)
+    stored = dict(store.db.all("SELECT table_id, count(*) FROM messages WHERE sequenced = 1 "
                             "GROUP BY table_id"))  # fmt: skip
-    distinct = dict(store.all("SELECT table_id, count(DISTINCT seq) FROM messages "
+    distinct = dict(store.db.all("SELECT table_id, count(DISTINCT seq) FROM messages "
                               "WHERE sequenced = 1 GROUP BY table_id"))  # fmt: skip
-    counts = store.counts()
+    counts = store.pages.counts()
     rows = 0
     for name in ("messages", "rounds", "players", "alarms", "checkpoints", "missing"):
-        row = store.one(f"SELECT count(*) FROM {name}")
+        row = store.db.one(f"SELECT count(*) FROM {name}")
         rows += int(row[0]) if row else 0
-    db_bytes = store.database_bytes() - r.db_bytes_before
-    kinds = dict(store.all("SELECT kind, count(*) FROM record_alarms GROUP BY kind"))
+    db_bytes = store.db.database_bytes() - r.db_bytes_before
+    kinds = dict(store.db.all("SELECT kind, count(*) FROM record_alarms GROUP BY kind"))
     store.close()
     steady = [v for t, v in r.latencies if not any(x <= t <= x + 20 for x in r.restart_times)]
     # Also without the floor's start: every table's first status and device messages in the
@@ -879,22 +880,22 @@ def ingest_cost(
         migrate(db_url)
         store = Store(db_url, root="casino/bench/paigow/", feed_keys=SimulatedKeys())
         statements = 0
-        execute = store.x
+        execute = store.db.x
 
         def counted(sql: str, params: Any = ()) -> Any:
             nonlocal statements
             statements += 1
             return execute(sql, params)
 
-        execute_many = store.xmany
+        execute_many = store.db.xmany
 
         def counted_many(sql: str, rows: Any) -> None:
             nonlocal statements
             statements += 1  # an executemany (SQLite, in process) counts once
             execute_many(sql, rows)
 
-        store.x = counted  # type: ignore[method-assign]
-        store.xmany = counted_many  # type: ignore[method-assign]
+        store.db.x = counted  # type: ignore[method-assign]
+        store.db.xmany = counted_many  # type: ignore[method-assign]
         tables = [SimTable(f"T{i:04d}", site="bench", key=KEY, seed=i + 1) for i in range(50)]
         now = datetime.now(UTC)
         feed: list[tuple[str, dict[str, Any]]] = []
