@@ -2,7 +2,7 @@
 
 Services get the table only through the ports of ``controller/ports.py``; the daemon runs
 whatever services it is given. Services are imported here only when the config enables them, so
-a table without MQTT or a monitor does not load aiomqtt or aiohttp.
+a table without MQTT does not load paho, and without a display does not load aiohttp.
 """
 
 from __future__ import annotations
