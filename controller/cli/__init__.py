@@ -7,6 +7,6 @@ analyze.py    analyze … (the game's math)
 monitor.py    monitor, schemas (the MQTT feed)
 """
 
-from controller.cli.main import _registrars, build_parser, command_parser, main
+from controller.cli.main import build_parser, command_parser, main
 
-__all__ = ["_registrars", "build_parser", "command_parser", "main"]
+__all__ = ["build_parser", "command_parser", "main"]

@@ -25,8 +25,8 @@ HEAVY = (
 PROBE = """
 import json, sys
 HEAVY = %s
-from controller.cli.main import _registrars, build_parser
-args = build_parser(_registrars()).parse_args(sys.argv[1:])
+from controller.cli.main import command_parser
+args = command_parser().parse_args(sys.argv[1:])
 if args.command == "run":
     from controller.config_check import load_checked
     from controller.wiring import default_services

@@ -8,12 +8,12 @@ import re
 import signal
 from pathlib import Path
 
-from controller.cli import _registrars, build_parser
+from controller.cli import command_parser
 from simulators.demo import run_demo
 
 
 async def test_the_demo_publishes_and_prints_the_feed(tmp_path: Path) -> None:
-    args = build_parser(_registrars()).parse_args(
+    args = command_parser().parse_args(
         [
             "demo",
             "--rounds",

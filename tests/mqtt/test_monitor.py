@@ -8,7 +8,7 @@ import io
 import json
 import sys
 
-from controller.cli import _registrars, build_parser
+from controller.cli import command_parser
 from controller.mqtt.feed import format_feed_line, monitor, parse_broker
 from simulators.mosquitto import Mosquitto
 from tests.mqtt.conftest import PREFIX, Subscriber
@@ -56,7 +56,7 @@ async def test_monitor_prints_the_feed(broker: Mosquitto) -> None:
     async with Subscriber(broker.port, []) as pub:
         assert pub.client is not None
         await pub.client.publish(f"{PREFIX}status", status, qos=1, retain=True)
-    args = build_parser(_registrars()).parse_args(
+    args = command_parser().parse_args(
         ["monitor", "--broker", f"127.0.0.1:{broker.port}", "--prefix", PREFIX, "--count", "1"]
     )
     out, err = io.StringIO(), io.StringIO()

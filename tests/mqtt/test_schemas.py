@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.cli import _registrars, build_parser
+from controller.cli import command_parser
 from controller.schemas import generate, stale, write
 from tests.mqtt.conftest import SCHEMAS
 
@@ -18,7 +18,7 @@ def test_committed_schemas_match_the_models() -> None:
 
 
 def test_schemas_command_writes_and_checks(tmp_path: Path) -> None:
-    parser = build_parser(_registrars())
+    parser = command_parser()
     args = parser.parse_args(["schemas", "--output", str(tmp_path)])
     assert args.func(args) == 0
     assert stale(tmp_path) == []
