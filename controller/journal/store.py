@@ -1298,33 +1298,3 @@ class Journal:
         """A round id unique across restarts and tables: ``"<table_id>-<ULID>"``, time-ordered
         (the journal's id source: alarms and messages get theirs from it too)."""
         return self._file.new_id()
-
-    # --- the old names, for callers not moved to the parts yet (tests/mqtt/) ---------------
-
-    def pending(self, limit: int = 100) -> list[OutboxRow]:
-        """:meth:`JournalOutbox.pending`."""
-        return self.outbox.pending(limit)
-
-    def outbox_pending(self) -> int:
-        """:meth:`JournalOutbox.count`."""
-        return self.outbox.count()
-
-    def ack_many(self, msg_ids: Sequence[str]) -> int:
-        """:meth:`JournalOutbox.ack_many`."""
-        return self.outbox.ack_many(msg_ids)
-
-    def requeue(self, first: int, last: int) -> tuple[int, int | None]:
-        """:meth:`JournalOutbox.requeue`."""
-        return self.outbox.requeue(first, last)
-
-    def get_round(self, round_id: str) -> RoundRecord | None:
-        """:meth:`JournalHistory.get_round`."""
-        return self.history.get_round(round_id)
-
-    def recent_rounds(self, limit: int = 50, offset: int = 0) -> list[RoundRecord]:
-        """:meth:`JournalHistory.recent_rounds`."""
-        return self.history.recent_rounds(limit, offset)
-
-    def stats(self) -> JournalStats:
-        """:meth:`JournalHistory.stats`."""
-        return self.history.stats()

@@ -176,7 +176,7 @@ class Subscriber:
 async def outbox_empty(journal: Journal, service: MqttService, timeout: float = WAIT) -> None:
     """Wait until the broker acknowledged everything in the outbox."""
     await asyncio.wait_for(
-        wait_for(lambda: journal.stats().outbox_pending == 0, service.progress), timeout
+        wait_for(lambda: journal.history.stats().outbox_pending == 0, service.progress), timeout
     )
 
 

@@ -67,7 +67,7 @@ async def test_feed_status_first_in_order_without_gaps_and_valid(
             )
             voided = await t.next_closed()
             assert voided.round_id == settled.round_id and voided.status == "void"
-            last = t.journal.stats().message_seq
+            last = t.journal.history.stats().message_seq
             await sub.until(lambda m: sequenced(m) and m.json["seq"] == last)
             await outbox_empty(t.journal, service)
             software = t.daemon.table.status().software_version
@@ -166,7 +166,7 @@ async def test_backlog_drain_rate(gated: Gate, tmp_path: Path, protocol: str) ->
         result = await t.deal()
         await outbox_empty(t.journal, service)
         await broker.stop()
-        record = t.journal.get_round(result.round_id)
+        record = t.journal.history.get_round(result.round_id)
         assert record is not None and record.result is not None
         body = record.result
         with t.journal.transaction() as tx:
@@ -184,7 +184,7 @@ async def test_backlog_drain_rate(gated: Gate, tmp_path: Path, protocol: str) ->
                         "payload": body,
                     },
                 )
-        last = t.journal.stats().message_seq
+        last = t.journal.history.stats().message_seq
         gated.write(table_allowed=False)
         await broker.start()
         async with Subscriber(broker.port, [f"{PREFIX}#"], client_kwargs=gated.cms()) as sub:

@@ -53,19 +53,19 @@ async def test_broker_down_30_s_while_20_rounds_are_dealt(gated: Gate, tmp_path:
             assert live.json["payload"]["round_id"] == warmup.round_id
             assert live.json["replayed"] is False
             await outbox_empty(t.journal, service)
-        seq_before = t.journal.stats().message_seq
+        seq_before = t.journal.history.stats().message_seq
 
         await broker.stop()
         down_at = time.monotonic()
         results = [await t.deal() for _ in range(20)]
         assert len({r.round_id for r in results}) == 20
-        pending = t.journal.stats().outbox_pending
+        pending = t.journal.history.stats().outbox_pending
         assert pending >= 20
         # The outage itself lasts 30 s (the scenario, not a synchronisation): the daemon keeps
         # retrying through it while the table deals on.
         await asyncio.sleep(max(0.0, OUTAGE - (time.monotonic() - down_at)))
         assert not service.connected.is_set()
-        assert t.journal.stats().outbox_pending == pending
+        assert t.journal.history.stats().outbox_pending == pending
 
         # The same broker comes back on the same port, empty (persistence off). The subscriber
         # connects first: the table's user is admitted only once it is subscribed.
@@ -77,7 +77,7 @@ async def test_broker_down_30_s_while_20_rounds_are_dealt(gated: Gate, tmp_path:
             reconnected = time.monotonic()
             got = await sub.take(20, is_round, timeout=30)
             drained = time.monotonic() - reconnected
-            last = t.journal.stats().message_seq
+            last = t.journal.history.stats().message_seq
             if last > got[-1].json["seq"]:
                 await sub.until(lambda m: is_sequenced(m) and m.json["seq"] == last)
         await outbox_empty(t.journal, service)
@@ -150,9 +150,9 @@ async def test_kill_9_with_messages_in_the_outbox_then_restart(gated: Gate, tmp_
             view = Journal.open(tmp_path / "journal.sqlite3", "PG-T1")
             updated = asyncio.Event()
             await asyncio.wait_for(
-                wait_for(lambda: view.stats().outbox_pending == 0, updated), timeout=10
+                wait_for(lambda: view.history.stats().outbox_pending == 0, updated), timeout=10
             )
-            seq_before = view.stats().message_seq
+            seq_before = view.history.stats().message_seq
 
             await broker.stop()
             for n in range(1, 6):
@@ -160,14 +160,14 @@ async def test_kill_9_with_messages_in_the_outbox_then_restart(gated: Gate, tmp_
                 await shuffler.deal()
 
                 def settled(n: int = n) -> bool:
-                    return view.stats().by_status.get("settled", 0) == n
+                    return view.history.stats().by_status.get("settled", 0) == n
 
                 await asyncio.wait_for(wait_for(settled, updated), timeout=15)
-            assert view.stats().outbox_pending >= 5
+            assert view.history.stats().outbox_pending >= 5
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)
-            stranded = [(row.seq, row.msg_id) for row in view.pending(1000)]
-            rounds = [r.round_id for r in reversed(view.recent_rounds(5))]
+            stranded = [(row.seq, row.msg_id) for row in view.outbox.pending(1000)]
+            rounds = [r.round_id for r in reversed(view.history.recent_rounds(5))]
 
             gated.write(table_allowed=False)
             await broker.start()
@@ -179,7 +179,7 @@ async def test_kill_9_with_messages_in_the_outbox_then_restart(gated: Gate, tmp_
                 last_stranded = stranded[-1][0]
                 await sub.until(lambda m: is_sequenced(m) and m.json["seq"] >= last_stranded)
             await asyncio.wait_for(
-                wait_for(lambda: view.stats().outbox_pending == 0, updated), timeout=10
+                wait_for(lambda: view.history.stats().outbox_pending == 0, updated), timeout=10
             )
             view.close()
         finally:

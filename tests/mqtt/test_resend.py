@@ -88,18 +88,18 @@ def test_the_journal_keeps_the_newest_copies_and_requeues_only_what_was_sent(
     monkeypatch.setattr(journal_store, "SENT_KEPT", 5)
     with Journal.open(tmp_path / "j.sqlite3", "PG-T1") as journal:
         ids = _publish(journal, 12)
-        assert journal.requeue(1, 12) == (0, None)  # nothing sent yet: nothing kept
-        assert journal.ack_many(ids[:10]) == 10
-        assert journal.outbox_pending() == 2
+        assert journal.outbox.requeue(1, 12) == (0, None)  # nothing sent yet: nothing kept
+        assert journal.outbox.ack_many(ids[:10]) == 10
+        assert journal.outbox.count() == 2
         # Seqs 1..10 sent; the newest five (6..10) kept; 11 and 12 still pending.
-        assert journal.requeue(1, 12) == (5, 6)
-        pending = journal.pending(20)
+        assert journal.outbox.requeue(1, 12) == (5, 6)
+        pending = journal.outbox.pending(20)
         assert [r.seq for r in pending] == [6, 7, 8, 9, 10, 11, 12]
         assert [r.replay for r in pending] == [True] * 5 + [False] * 2
         assert [r.msg_id for r in pending] == ids[5:]
-        assert journal.requeue(6, 10) == (0, 6)  # already waiting: not twice
-        journal.ack_many([r.msg_id for r in pending])
-        assert journal.outbox_pending() == 0 and journal.requeue(12, 12) == (1, 8)
+        assert journal.outbox.requeue(6, 10) == (0, 6)  # already waiting: not twice
+        journal.outbox.ack_many([r.msg_id for r in pending])
+        assert journal.outbox.count() == 0 and journal.outbox.requeue(12, 12) == (1, 8)
 
 
 async def test_a_flood_of_resends_cannot_make_the_table_an_amplifier(

@@ -246,7 +246,7 @@ async def test_a_publish_the_acl_refuses_stays_in_the_outbox_and_in_order(
         misdeal = await t.deal(faults="duplicate_card")  # an alarm and a misdeal
         settled = await t.deal()
         await asyncio.wait_for(wait_for(lambda: service.failures >= 2, service.link_changed), 10)
-        head = t.journal.pending(1)[0]
+        head = t.journal.outbox.pending(1)[0]
         assert head.topic == f"{PREFIX}alarm" and head.attempts >= 1
         assert "refused" in str(service.last_error)
         assert not any(m.topic.endswith(("/alarm", "/dead", "/round")) for m in sub.received)
