@@ -15,23 +15,20 @@ import contextlib
 import json
 import math
 import os
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from drivers.framing import STX, MsgType
-from simulators.demo import DEMO_CONFIG
 from simulators.mosquitto import MOSQUITTO, Mosquitto, with_parent
-from simulators.notify import forget, notify_socket
 from simulators.pty import PtyPort
 from simulators.rng import RngSimulator
 from simulators.shuffler import ShufflerSimulator
@@ -271,7 +268,6 @@ def mqtt_section(port: int, *, keepalive: int = 30, initial: float = 0.5, cap: f
 
 #: Benchmarks deal many times faster than a real shuffler (a round a minute, ten frames a round):
 #: the per-device limit of 600 events a minute would count their deals as a flood.
-BENCH_LIMITS = "\n[limits]\ndevice_events_per_minute = 100000\n"
 
 
 def display_section(port: int | None) -> str:
@@ -283,142 +279,6 @@ def display_section(port: int | None) -> str:
 
 def topic_prefix(table_id: str) -> str:
     return f"casino/{SITE}/paigow/{table_id}/"
-
-
-@dataclass
-class TableProcess:
-    """``paigow-table run --config FILE`` for one table, as systemd would run it: its own
-    $NOTIFY_SOCKET (READY=1 is awaited), SIGTERM to stop, SIGKILL to crash. Its stderr goes to
-    ``workdir/daemon.log``. Start and stop it from the main thread (see ``with_parent``)."""
-
-    table_id: str
-    workdir: Path
-    extra: str = ""
-    log_level: str = "WARNING"  # the demo config's; INFO adds a line a round
-    proc: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-    stop_timeouts: int = 0
-    ready_times: list[float] = field(default_factory=list)
-    _sock: socket.socket | None = None
-
-    @property
-    def config_path(self) -> Path:
-        return self.workdir / "table.toml"
-
-    @property
-    def journal_path(self) -> Path:
-        return self.workdir / "journal.sqlite3"
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def write_config(self) -> Path:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        text = DEMO_CONFIG.format(
-            table=self.table_id,
-            shuffler=self.workdir / "shuffler",
-            rng=self.workdir / "rng",
-            journal=self.journal_path,
-        ).replace('level = "WARNING"', f'level = "{self.log_level}"')
-        self.config_path.write_text(text + self.extra + BENCH_LIMITS, encoding="utf-8")
-        return self.config_path
-
-    def _notify_socket(self) -> socket.socket:
-        if self._sock is None:
-            self._sock = notify_socket(self.workdir / "notify.sock")
-        forget(self._sock)  # what an earlier run of the daemon said
-        return self._sock
-
-    def spawn(self) -> float:
-        """Start the process; returns the perf_counter of the spawn."""
-        if not self.config_path.exists():
-            self.write_config()
-        sock = self._notify_socket()
-        env = {**os.environ, "NOTIFY_SOCKET": sock.getsockname()}
-        log = open(self.workdir / "daemon.log", "ab")  # noqa: SIM115 (the child holds it)
-        try:
-            started = time.perf_counter()
-            command = [sys.executable, "-m", "controller.cli", "run", "--config"]
-            self.proc = subprocess.Popen(
-                with_parent([*command, str(self.config_path)]),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
-        finally:
-            log.close()
-        self.starts += 1
-        return started
-
-    async def wait_ready(self, started: float, timeout: float = 60.0) -> float:
-        """Wait for READY=1; returns seconds from ``started``. Raises if the process exits or
-        stays silent past ``timeout``."""
-        assert self._sock is not None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"{self.table_id}: daemon exited with {self.proc.returncode} before READY "
-                    f"(see {self.workdir / 'daemon.log'})"
-                )
-            left = deadline - loop.time()
-            if left <= 0:
-                raise TimeoutError(f"{self.table_id}: no READY=1 within {timeout:g} s")
-            try:
-                data = await asyncio.wait_for(loop.sock_recv(self._sock, 4096), min(left, 0.5))
-            except TimeoutError:
-                continue
-            if b"READY=1" in data:
-                elapsed = time.perf_counter() - started
-                self.ready_times.append(elapsed)
-                return elapsed
-
-    async def start(self, timeout: float = 60.0) -> float:
-        return await self.wait_ready(self.spawn(), timeout)
-
-    def terminate(self) -> None:
-        if self.alive:
-            assert self.proc is not None
-            self.proc.send_signal(signal.SIGTERM)
-
-    async def stop(self, timeout: float = 30.0, *, signalled: bool = False) -> int | None:
-        """SIGTERM (unless ``signalled`` already) and wait; SIGKILL after ``timeout``. Returns
-        the exit code: 0 for a clean stop, -9 when it had to be killed."""
-        if not signalled:
-            self.terminate()
-        return await self._reap(timeout)
-
-    async def kill(self) -> int | None:
-        """kill -9, as a crash or the OOM killer would."""
-        if self.alive:
-            assert self.proc is not None
-            self.proc.kill()
-        return await self._reap(10.0)
-
-    async def _reap(self, timeout: float) -> int | None:
-        proc = self.proc
-        if proc is None:
-            return None
-        deadline = time.monotonic() + timeout
-        while proc.poll() is None:
-            if time.monotonic() > deadline:
-                self.stop_timeouts += 1
-                proc.kill()
-                deadline = time.monotonic() + 10.0
-            await asyncio.sleep(0.02)
-        return proc.returncode
-
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
 
 
 def cpu_seconds(pid: int) -> float:

@@ -51,7 +51,6 @@ import aiohttp
 from common import (
     Devices,
     SseEvent,
-    TableProcess,
     cpu_seconds,
     machine,
     ms,
@@ -61,6 +60,7 @@ from common import (
 )
 
 from simulators.mosquitto import free_port
+from simulators.tables import TableProcess
 
 TABLE = "PG-FLD"
 TOKEN = "bench-flood-supervisor-token"

@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from common import Devices, TableProcess, display_section, machine, ms, percentile, print_figures
+from common import Devices, display_section, machine, ms, percentile, print_figures
 
 from simulators.mosquitto import free_port
+from simulators.tables import TableProcess
 
 TABLE = "PG-FLT"
 

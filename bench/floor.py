@@ -52,7 +52,6 @@ from common import (
     Broker,
     Devices,
     DiskMonitor,
-    TableProcess,
     cpu_seconds,
     display_section,
     last_line,
@@ -66,6 +65,7 @@ from common import (
 
 from controller.logging import configure_logging
 from simulators.mosquitto import free_port, with_parent
+from simulators.tables import TableProcess
 
 FEED = f"casino/{SITE}/paigow/#"
 PROGRESS_EVERY = 10.0

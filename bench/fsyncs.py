@@ -27,12 +27,13 @@ from pathlib import Path
 from common import (
     Broker,
     Devices,
-    TableProcess,
     display_section,
     machine,
     mqtt_section,
     print_figures,
 )
+
+from simulators.tables import TableProcess
 
 TABLE = "PG-FSY"
 

@@ -38,7 +38,6 @@ from common import (
     Broker,
     Devices,
     DiskMonitor,
-    TableProcess,
     display_section,
     last_line,
     machine,
@@ -51,6 +50,7 @@ from common import (
 
 from controller.logging import configure_logging
 from simulators.mosquitto import free_port
+from simulators.tables import TableProcess
 
 TABLE = "PG-LAT"
 GOAL_MS = 15.0

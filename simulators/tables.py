@@ -51,6 +51,142 @@ def table_mqtt_section(
 
 
 @dataclass
+class TableProcess:
+    """``paigow-table run --config FILE`` for one table, as systemd would run it: its own
+    $NOTIFY_SOCKET (READY=1 is awaited), SIGTERM to stop, SIGKILL to crash. Its stderr goes to
+    ``workdir/daemon.log``. Start and stop it from the main thread (see ``with_parent``)."""
+
+    table_id: str
+    workdir: Path
+    extra: str = ""
+    log_level: str = "WARNING"  # the demo config's; INFO adds a line a round
+    proc: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    stop_timeouts: int = 0
+    ready_times: list[float] = field(default_factory=list)
+    _sock: socket.socket | None = None
+
+    @property
+    def config_path(self) -> Path:
+        return self.workdir / "table.toml"
+
+    @property
+    def journal_path(self) -> Path:
+        return self.workdir / "journal.sqlite3"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def write_config(self) -> Path:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        text = DEMO_CONFIG.format(
+            table=self.table_id,
+            shuffler=self.workdir / "shuffler",
+            rng=self.workdir / "rng",
+            journal=self.journal_path,
+        ).replace('level = "WARNING"', f'level = "{self.log_level}"')
+        self.config_path.write_text(text + self.extra + FAST_LIMITS, encoding="utf-8")
+        return self.config_path
+
+    def _notify_socket(self) -> socket.socket:
+        if self._sock is None:
+            self._sock = notify_socket(self.workdir / "notify.sock")
+        forget(self._sock)  # what an earlier run of the daemon said
+        return self._sock
+
+    def spawn(self) -> float:
+        """Start the process; returns the perf_counter of the spawn."""
+        if not self.config_path.exists():
+            self.write_config()
+        sock = self._notify_socket()
+        env = {**os.environ, "NOTIFY_SOCKET": sock.getsockname()}
+        log = open(self.workdir / "daemon.log", "ab")  # noqa: SIM115 (the child holds it)
+        try:
+            started = time.perf_counter()
+            command = [sys.executable, "-m", "controller.cli", "run", "--config"]
+            self.proc = subprocess.Popen(
+                with_parent([*command, str(self.config_path)]),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        finally:
+            log.close()
+        self.starts += 1
+        return started
+
+    async def wait_ready(self, started: float, timeout: float = 60.0) -> float:
+        """Wait for READY=1; returns seconds from ``started``. Raises if the process exits or
+        stays silent past ``timeout``."""
+        assert self._sock is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.table_id}: daemon exited with {self.proc.returncode} before READY "
+                    f"(see {self.workdir / 'daemon.log'})"
+                )
+            left = deadline - loop.time()
+            if left <= 0:
+                raise TimeoutError(f"{self.table_id}: no READY=1 within {timeout:g} s")
+            try:
+                data = await asyncio.wait_for(loop.sock_recv(self._sock, 4096), min(left, 0.5))
+            except TimeoutError:
+                continue
+            if b"READY=1" in data:
+                elapsed = time.perf_counter() - started
+                self.ready_times.append(elapsed)
+                return elapsed
+
+    async def start(self, timeout: float = 60.0) -> float:
+        return await self.wait_ready(self.spawn(), timeout)
+
+    def terminate(self) -> None:
+        if self.alive:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGTERM)
+
+    async def stop(self, timeout: float = 30.0, *, signalled: bool = False) -> int | None:
+        """SIGTERM (unless ``signalled`` already) and wait; SIGKILL after ``timeout``. Returns
+        the exit code: 0 for a clean stop, -9 when it had to be killed."""
+        if not signalled:
+            self.terminate()
+        return await self._reap(timeout)
+
+    async def kill(self) -> int | None:
+        """kill -9, as a crash or the OOM killer would."""
+        if self.alive:
+            assert self.proc is not None
+            self.proc.kill()
+        return await self._reap(10.0)
+
+    async def _reap(self, timeout: float) -> int | None:
+        proc = self.proc
+        if proc is None:
+            return None
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                self.stop_timeouts += 1
+                proc.kill()
+                deadline = time.monotonic() + 10.0
+            await asyncio.sleep(0.02)
+        return proc.returncode
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+@dataclass
 class TableDaemon:
     """One table: the daemon as a process, its simulated devices, its dealer."""
 
@@ -59,11 +195,10 @@ class TableDaemon:
     extra: str = ""
     display_port: int | None = None
     seed: int = 1
-    proc: subprocess.Popen[bytes] | None = None
     dealt: int = 0
     shuffler: ShufflerSimulator | None = None
     rng: RngSimulator | None = None
-    _sock: socket.socket | None = None
+    process: TableProcess = field(init=False, repr=False)
     _dealer: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
@@ -74,9 +209,17 @@ class TableDaemon:
     def config_path(self) -> Path:
         return self.workdir / "table.toml"
 
+    def __post_init__(self) -> None:
+        #: the daemon's process, as systemd would run it (the benchmarks' own, too)
+        self.process = TableProcess(self.table_id, self.workdir)
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return self.process.proc
+
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.process.alive
 
     def write_config(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -101,12 +244,6 @@ class TableDaemon:
         await self.shuffler.port.open()
         await self.rng.port.open()
 
-    def _notify_socket(self) -> socket.socket:
-        if self._sock is None:
-            self._sock = notify_socket(self.workdir / "notify.sock")
-        forget(self._sock)
-        return self._sock
-
     async def start(self, timeout: float = 60.0) -> None:
         """Start the daemon and wait for READY=1 and its devices' greetings."""
         if not self.config_path.exists():
@@ -115,33 +252,9 @@ class TableDaemon:
             await self.open_devices()
         assert self.shuffler is not None and self.rng is not None
         greeted = (self.shuffler.greetings, self.rng.greetings)
-        sock = self._notify_socket()
-        env = {**os.environ, "NOTIFY_SOCKET": sock.getsockname()}
-        with open(self.workdir / "daemon.log", "ab") as log:
-            command = [sys.executable, "-m", "controller.cli", "run", "--config"]
-            self.proc = subprocess.Popen(
-                with_parent([*command, str(self.config_path)]),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"{self.table_id}: the daemon exited with {self.proc.returncode} "
-                    f"(see {self.workdir / 'daemon.log'})"
-                )
-            if loop.time() > deadline:
-                raise TimeoutError(f"{self.table_id}: no READY=1 within {timeout:g} s")
-            try:
-                data = await asyncio.wait_for(loop.sock_recv(sock, 4096), 0.5)
-            except TimeoutError:
-                continue
-            if b"READY=1" in data:
-                break
+        await self.process.wait_ready(self.process.spawn(), timeout)
         while (self.shuffler.greetings, self.rng.greetings) <= greeted:
             if loop.time() > deadline:
                 raise TimeoutError(f"{self.table_id}: the daemon did not open its devices")
@@ -173,17 +286,7 @@ class TableDaemon:
             self._dealer = None
 
     async def stop(self, *, kill: bool = False, timeout: float = 30.0) -> int | None:
-        proc = self.proc
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while proc.poll() is None:
-            if time.monotonic() > deadline:
-                proc.kill()
-            await asyncio.sleep(0.05)
-        return proc.returncode
+        return await (self.process.kill() if kill else self.process.stop(timeout))
 
     async def close(self) -> None:
         await self.stop_dealing()
@@ -192,6 +295,4 @@ class TableDaemon:
             await self.shuffler.close()
         if self.rng is not None:
             await self.rng.close()
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        self.process.close()
