@@ -10,6 +10,7 @@ a base class): the ingest's ``pit.record`` (rejects and record checks) and ``pit
 from __future__ import annotations
 
 import contextlib
+import functools
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -123,6 +124,44 @@ class Outcome:
         self.awaiting += other.awaiting
         for table, at in other.heard.items():
             self.heard[table] = max(self.heard.get(table, 0.0), at)
+
+
+@functools.lru_cache(maxsize=1024)
+def postgres_sql(sql: str) -> str:
+    """``sql``, written once for both databases with SQLite's ``?`` placeholders, as psycopg
+    reads a query: each ``?`` outside a quoted literal or identifier is a ``%s``, ``??`` a
+    literal ``?`` (PostgreSQL's operator); psycopg's own ``%s``, ``%b`` and ``%t`` outside
+    quotes (a statement for PostgreSQL alone: its binary arrays) are kept, and every other
+    ``%`` is doubled (psycopg reads a ``%`` anywhere, quotes included, as the start of a
+    placeholder). A ``?`` inside quotes stays a question mark. (Replacing every ``?`` took a
+    quoted one, and the operator, for a placeholder, and left a ``%`` to break the query:
+    issue 41.)"""
+    out: list[str] = []
+    quote = ""
+    i = 0
+    while i < len(sql):
+        ch = sql[i]
+        if ch == "%" and not quote and sql[i + 1 : i + 2] in ("s", "b", "t"):
+            out.append(sql[i : i + 2])  # psycopg's own placeholder, in a PostgreSQL statement
+            i += 1
+        elif ch == "%":
+            out.append("%%")
+        elif quote:
+            out.append(ch)
+            if ch == quote:
+                quote = ""  # a doubled quote closes and opens again: the same text
+        elif ch in ("'", '"'):
+            quote = ch
+            out.append(ch)
+        elif ch == "?" and sql[i + 1 : i + 2] == "?":
+            out.append("?")
+            i += 1
+        elif ch == "?":
+            out.append("%s")
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def parse_time(text: str) -> datetime:
@@ -240,7 +279,7 @@ class Database:
             self.conn = None
 
     def _sql(self, sql: str) -> str:
-        return sql if self.kind == "sqlite" else sql.replace("?", "%s")
+        return sql if self.kind == "sqlite" else postgres_sql(sql)
 
     def x(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Execute one statement; returns the cursor."""

@@ -68,7 +68,7 @@ class Projections:
         sql = "INSERT INTO tables (table_id, topic_prefix, updated_at) "
         with self.db.transaction():
             if self.db.kind == "postgresql":
-                self.db.x(sql + "SELECT * FROM unnest(%s::text[], %s::text[], %s::float8[]) "
+                self.db.x(sql + "SELECT * FROM unnest(?::text[], ?::text[], ?::float8[]) "
                        "ON CONFLICT (table_id) DO NOTHING",
                        ([*names], [prefixes[t] for t in names], [now] * len(names)))  # fmt: skip
             else:

@@ -292,3 +292,35 @@ def test_a_checkpoint_that_never_comes_is_chain_skipped_after_the_grace(db_url: 
     assert store.db.all(alarms) == [("chain_skipped",)]
     assert store.db.one("SELECT count(*) FROM checkpoint_waits") == (0,)
     store.close()
+
+
+def test_placeholders_outside_quotes_only_and_percent_kept() -> None:
+    """The pit writes its SQL once with SQLite's ``?``; psycopg is given ``%s`` only where a
+    ``?`` stands outside quotes, ``%%`` for every ``%``, and ``??`` for PostgreSQL's own ``?``
+    operator (issue 41: a blind replace took quoted ``?`` and the operator for placeholders)."""
+    from pit.db import postgres_sql
+
+    assert postgres_sql("SELECT a FROM t WHERE b = ? AND c LIKE '50%?' AND d = ?") == (
+        "SELECT a FROM t WHERE b = %s AND c LIKE '50%%?' AND d = %s"
+    )
+    assert postgres_sql('SELECT "odd?name", x %% 2 FROM t WHERE j ?? ?') == (
+        'SELECT "odd?name", x %%%% 2 FROM t WHERE j ? %s'
+    )
+    assert postgres_sql("SELECT 'it''s ?', ?") == "SELECT 'it''s ?', %s"
+    # psycopg's own placeholders in a PostgreSQL-only statement stay; a quoted one is text.
+    assert postgres_sql("SELECT * FROM unnest(%b::text[]) WHERE x <> '%s'") == (
+        "SELECT * FROM unnest(%b::text[]) WHERE x <> '%%s'"
+    )
+
+
+def test_a_quoted_question_mark_and_a_percent_on_both_databases(db_url: str) -> None:
+    """The same statement on SQLite and PostgreSQL: the quoted ``?`` and ``%`` are text, the
+    placeholder a parameter."""
+    from pit.db import Database
+
+    db = Database(db_url)
+    try:
+        row = db.one("SELECT 'a?b%c', ? || '%'", ("x",))
+        assert row == ("a?b%c", "x%")
+    finally:
+        db.close()
