@@ -109,8 +109,12 @@ async def test_1100_idle_connections_are_capped_and_timed_out_and_the_kiosk_is_s
             async with Kiosk(display.url) as kiosk:
                 flood = await _open_idle(display.port or 0, 1_100)
                 assert ctx.guard.connections <= 256
+                # Room for each newcomer beyond the cap: an older idle one closed for it, or
+                # already timed out (request_timeout 1 s: a loaded machine opens the 1,100 over
+                # more than that; the count alone once failed there, 591 < 844).
                 evicted = ctx.tally.counts.get("connection_evicted", 0)
-                assert evicted >= 1_100 - 256
+                timed_out = ctx.tally.counts.get("request_timeout", 0)
+                assert evicted + timed_out >= 1_100 - 256, (evicted, timed_out)
                 assert ctx.tally.counts.get("connection_refused", 0) == 0
                 # The kiosk is served beside the flood (an idle one makes room for it), and its
                 # live stream (a request in flight: never idle) delivers.
