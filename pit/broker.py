@@ -49,6 +49,20 @@ from pit.config import PitConfig, read_secret
 #: ``retain``, ``mid`` (its packet id, for :meth:`Session.acknowledge`).
 Message = paho.MQTTMessage
 
+#: The topic a message whose topic is not UTF-8 is taken under: no table's, so a reject, counted
+#: and acknowledged like any (MQTT requires UTF-8 and brokers refuse it; a broker that did not
+#: would otherwise have the pit fail on the same message at every connect).
+NOT_UTF8 = "\ufffd/not-utf-8"
+
+
+def topic_text(message: Message) -> str:
+    """``message``'s topic, or :data:`NOT_UTF8`."""
+    try:
+        return message.topic
+    except UnicodeDecodeError:
+        return NOT_UTF8
+
+
 #: Packets read in one wake-up of the socket at most, before the loop runs other work.
 READ_AT_ONCE = 2000
 

@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 
 from drivers.base import Backoff
 from pit.admission import Admission, Dropped
-from pit.broker import BrokerError, Message, Session, link
+from pit.broker import BrokerError, Message, Session, link, topic_text
 from pit.config import PitConfig, read_hex_key
 from pit.db import name_thread
 from pit.liveness import Liveness
@@ -267,7 +267,7 @@ class Ingest:
             payload = m.payload if isinstance(m.payload, bytes) else bytes(m.payload)
             # Charged to its table before anything else is done with it (pit.admission): over
             # the budget it costs its bytes, and is acknowledged with the batch.
-            topic = m.topic
+            topic = topic_text(m)
             if self.admission.admit(topic, len(payload), now):
                 items.append(Incoming(topic, payload, m.retain, now))
         dropped = self.admission.take_dropped()

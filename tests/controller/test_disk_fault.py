@@ -149,7 +149,11 @@ async def test_a_full_disk_through_a_kill_and_restarts_loses_no_deal(
         finally:
             proc.send_signal(signal.SIGTERM)
             code = proc.wait(15)
-        assert code in (0, 73), proc.stderr.read() if proc.stderr else ""
+        said = proc.stderr.read() if proc.stderr else b""
+        # A loaded machine may take the 3 s to reach its refusal: a SIGTERM that finds it on its
+        # way out with 73 ends it by the signal instead (what systemd counts a clean stop).
+        refusing = code == -signal.SIGTERM and b"the table will not start" in said
+        assert code in (0, 73) or refusing, said
         assert _count(journal, "deal_seen_in_fault") == 3
 
         filler.unlink()  # space is back

@@ -205,3 +205,26 @@ async def test_over_tls_with_a_client_certificate_every_packet_is_read(tmp_path:
         with pytest.raises(BrokerError):
             async with Session(bare):
                 pass
+
+
+def test_a_topic_that_is_not_utf8_is_a_reject_not_a_failure(db_url: str) -> None:
+    """paho raises when a message's topic is not UTF-8; the pit takes it under a topic no table
+    has, so it is a reject, acknowledged with its batch, and the session goes on (issue 30's
+    rule: no message stops the pit)."""
+    import time as clock
+
+    from paho.mqtt.client import MQTTMessage
+
+    from pit.broker import NOT_UTF8, topic_text
+    from pit.store import Incoming, Store, migrate
+
+    bad = MQTTMessage(mid=7, topic=b"casino/demo/paigow/\xff/round")
+    good = MQTTMessage(mid=8, topic=b"casino/demo/paigow/PG-01/round")
+    assert topic_text(bad) == NOT_UTF8 and topic_text(good) == "casino/demo/paigow/PG-01/round"
+    migrate(db_url)
+    store = Store(db_url, root="casino/demo/paigow/")
+    try:
+        out = store.ingest([Incoming(topic_text(bad), b"{}", False, clock.time())])
+        assert out.rejected == 1 and out.stored == 0
+    finally:
+        store.close()
