@@ -798,6 +798,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     if args.flood:
         figures.update(flood_figures(r))
     figures["drain_after_dealing_s"] = round(ingest_end - r.dealt_at, 1)
+    figures.update(reference(figures, args))
     if r.postgres is not None:
         with contextlib.suppress(Exception):
             r.postgres.ctl("stop", "-m", "fast")
@@ -922,6 +923,31 @@ def ingest_cost(
         "messages_per_s": round(n / wall, 1),
         "pit_cpu_ms_per_message": round(cpu / n * 1000, 3),
         "db_statements_per_message": round(statements / n, 2),
+    }
+
+
+def reference(figures: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The run's figures against this machine's own speed (issue 42): libsodium's Ed25519
+    verify of a feed message, measured now in this process (the same C code the pit runs), and
+    the pit's CPU a message as a multiple of it; with the fast paths and settings the pit ran
+    with, and whether the run is whole (a run that lost or doubled a message says so)."""
+    from pit import judge
+
+    measured = verify_cost(2000)
+    verify_ms = measured["libsodium_verify_ms"] or measured["cryptography_verify_ms"]
+    per_message = figures.get("pit_cpu_ms_per_message")
+    return {
+        "reference_verify_ms": verify_ms,
+        "reference_verify_by": "libsodium" if measured["libsodium_verify_ms"] else "cryptography",
+        "pit_cpu_per_verify": round(per_message / verify_ms, 2) if per_message else None,
+        "fast_paths": {
+            "signature": "libsodium" if judge.FAST_VERIFY is not None else "cryptography",
+            "json": "orjson",
+            "mqtt": f"paho public API, MQTT {args.protocol}",
+            "batch_wait_s": args.batch_wait,
+            "collector": "frozen after start, young generation every 50,000 allocations",
+        },
+        "whole": figures.get("lost") == 0 and figures.get("duplicated") == 0,
     }
 
 
