@@ -3,14 +3,16 @@ connections, on paho-mqtt's public API alone (issue 41).
 
 paho's documented external-loop interface (``on_socket_open`` / ``on_socket_close`` /
 ``on_socket_register_write`` / ``on_socket_unregister_write``, ``loop_read``, ``loop_write``,
-``loop_misc``) drives the connection from the pit's asyncio loop, as aiomqtt does inside; the
-pit does not go through aiomqtt because what it needs is not on aiomqtt's public face:
+``loop_misc``) drives the connection from the pit's asyncio loop, through the same driver as the
+table's link (``controller.mqtt.session.SocketDriver``, told to read every packet a wake-up
+brings); the pit does not go through aiomqtt because what it needs is not on aiomqtt's public
+face:
 
 - **manual acknowledgements** (paho's ``manual_ack`` and ``ack``): a message is acknowledged
   only after the transaction that stored it committed (``pit.ingest``);
 - **the whole arrived batch at once**: ``on_message`` appends paho's message to a list the
   ingest takes from (:meth:`Session.take`), with no queue, task or wrapper object a message;
-  one wake-up of the socket reads every packet that has arrived (:meth:`Session._readable`);
+  one wake-up of the socket reads every packet that has arrived;
 - **a command's PUBACK reason code** (MQTT 5): a broker's "not authorized" is an error said to
   the supervisor, not a command taken for sent (:func:`publish_once`).
 
@@ -31,7 +33,6 @@ import socket
 import ssl
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,6 +44,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from controller.config.readers import tls_context
+from controller.mqtt.session import LinkError, SocketDriver
 from pit.config import PitConfig, read_secret
 
 #: paho's message as the pit takes it: ``topic`` (str), ``payload`` (bytes), ``qos``,
@@ -63,8 +65,7 @@ def topic_text(message: Message) -> str:
         return NOT_UTF8
 
 
-#: Packets read in one wake-up of the socket at most, before the loop runs other work.
-READ_AT_ONCE = 2000
+_NODELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 
 
 class BrokerError(Exception):
@@ -120,95 +121,6 @@ def link(config: PitConfig, *, subscriber: bool) -> Link:
     )  # fmt: skip
 
 
-class Driver:
-    """paho's client driven by a running asyncio loop through paho's public external-loop
-    interface: its socket watched for reading (:meth:`_readable`) and, while paho has bytes to
-    send, for writing; ``loop_misc`` once a second for the keepalive."""
-
-    def __init__(self, client: paho.Client, *, nodelay: bool, progress: Callable[[], int]) -> None:
-        self.client = client
-        self.nodelay = nodelay
-        #: messages handled so far (a read that brought none ends a wake-up's reading)
-        self.progress = progress
-        self.sock: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._misc: asyncio.Task[None] | None = None
-        client.on_socket_open = self._socket_open
-        client.on_socket_close = self._socket_close
-        client.on_socket_register_write = self._register_write
-        client.on_socket_unregister_write = self._unregister_write
-
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-
-    def keepalive(self, name: str) -> None:
-        self._misc = asyncio.create_task(self._keepalive(), name=name)
-
-    def stop(self) -> None:
-        """The keepalive ended, and the socket closed if it is still open."""
-        if self._misc is not None:
-            self._misc.cancel()
-        if self.sock is not None:  # paho closes it and says so (``_socket_close``)
-            with contextlib.suppress(Exception):
-                self.client.disconnect()
-                self.client.loop_write()
-
-    async def _keepalive(self) -> None:
-        while self.sock is not None:
-            self.client.loop_misc()
-            await asyncio.sleep(1.0)  # paho's own period for its keepalive checks
-
-    # paho's socket callbacks: on the loop's thread, but the socket's opening (connect runs in
-    # a thread of the loop's executor), which is handed to the loop.
-
-    def _socket_open(self, client: paho.Client, userdata: Any, sock: Any) -> None:
-        if self.nodelay and isinstance(sock, socket.socket) and sock.family != socket.AF_UNIX:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._watch, sock)
-
-    def _watch(self, sock: Any) -> None:
-        assert self._loop is not None
-        self.sock = sock
-        self._loop.add_reader(sock, self._readable)
-
-    def _socket_close(self, client: paho.Client, userdata: Any, sock: Any) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.remove_reader(sock)
-            self._loop.remove_writer(sock)
-        self.sock = None
-
-    def _register_write(self, client: paho.Client, userdata: Any, sock: Any) -> None:
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._writable_later, sock)
-
-    def _writable_later(self, sock: Any) -> None:
-        if self.sock is sock and self._loop is not None:
-            self._loop.add_writer(sock, self._writable)
-
-    def _unregister_write(self, client: paho.Client, userdata: Any, sock: Any) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.remove_writer(sock)
-
-    def _readable(self) -> None:
-        """Every packet that has arrived, not one a wake-up: paho reads one a call; calls go
-        on while each brings a message (or a TLS layer holds bytes the socket will not wake
-        for again), and stop at the first that brings none (nothing more has arrived, or a
-        packet is half here: the socket wakes again for the rest)."""
-        for _ in range(READ_AT_ONCE):
-            before = self.progress()
-            if self.client.loop_read() != MQTTErrorCode.MQTT_ERR_SUCCESS:
-                return  # the link is gone: paho said so through on_disconnect
-            if self.progress() != before:
-                continue
-            pending = getattr(self.sock, "pending", None)  # ssl.SSLSocket.pending
-            if pending is None or pending() == 0:
-                return
-
-    def _writable(self) -> None:
-        self.client.loop_write()
-
-
 class Session:
     """One connection to the broker, driven by the running asyncio loop::
 
@@ -241,7 +153,7 @@ class Session:
         self._lost: asyncio.Future[None] | None = None
         self._arrived = asyncio.Event()
         self._pending: dict[int, asyncio.Future[Any]] = {}
-        self.driver = Driver(self.client, nodelay=link.nodelay, progress=lambda: self.received)
+        self.driver: SocketDriver | None = None  # made on the running loop (__aenter__)
         c = self.client
         c.on_connect = self._on_connect
         c.on_disconnect = self._on_disconnect
@@ -253,7 +165,12 @@ class Session:
 
     async def __aenter__(self) -> Session:
         loop = self._loop = asyncio.get_running_loop()
-        self.driver.start(loop)
+        # The table's own driver of paho's socket on the asyncio loop (controller.mqtt.session),
+        # told to read every packet a wake-up brings.
+        self.driver = SocketDriver(
+            self.client, _NODELAY if self.link.nodelay else (), self._broken,
+            progress=lambda: self.received,
+        )  # fmt: skip
         self._connected = loop.create_future()
         self._lost = loop.create_future()
         link = self.link
@@ -272,7 +189,7 @@ class Session:
         try:
             async with asyncio.timeout(link.timeout):
                 # paho's connect resolves and connects the socket: blocking, so in a thread;
-                # the socket's callbacks come back to this loop (``_socket_open``).
+                # the socket's callbacks come back to this loop (the driver).
                 await loop.run_in_executor(
                     None,
                     lambda: self.client.connect(
@@ -286,18 +203,21 @@ class Session:
             if isinstance(exc, BrokerError):
                 raise
             raise BrokerError(f"cannot connect to {link.host}:{link.port}: {exc}") from exc
-        self.driver.keepalive(name=f"mqtt-misc-{link.client_id}")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self.driver.sock is not None and self._lost is not None and not self._lost.done():
+        if self._linked() and self._lost is not None and not self._lost.done():
             self.client.disconnect()
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(self._lost), 1.0)
         self._close()
 
+    def _linked(self) -> bool:
+        return self.driver is not None and self.driver.fd >= 0
+
     def _close(self) -> None:
-        self.driver.stop()
+        if self.driver is not None:
+            self.driver.close()
         for future in (self._connected, self._lost, *self._pending.values()):
             if future is not None and not future.done():
                 future.cancel()
@@ -315,7 +235,15 @@ class Session:
 
     def _on_disconnect(self, client: paho.Client, userdata: Any, flags: Any, reason: ReasonCode,
                        properties: Any) -> None:  # fmt: skip
-        error = BrokerError(f"disconnected: {reason}")
+        self._lose(BrokerError(f"disconnected: {reason}"))
+
+    def _broken(self, error: LinkError) -> None:
+        """paho raised instead of reporting the link lost (the driver tells)."""
+        self._lose(BrokerError(str(error)))
+        if self.driver is not None:
+            self.driver.detach()
+
+    def _lose(self, error: BrokerError) -> None:
         for future in (self._connected, self._lost, *self._pending.values()):
             if future is not None and not future.done():
                 future.set_exception(error)
@@ -344,7 +272,7 @@ class Session:
 
     def _check_link(self) -> None:
         lost = self._lost
-        if lost is None or self.driver.sock is None:
+        if lost is None or not self._linked():
             raise BrokerError("not connected")
         if lost.done() and not lost.cancelled():
             raise BrokerError("the link is lost") from lost.exception()

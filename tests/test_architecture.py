@@ -281,6 +281,7 @@ CONTRACT = (
     "controller.feed_signature",
     "controller.feed_checkpoint",
     "controller.mqtt.signing",
+    "controller.mqtt.session",
     "controller.credentials",
     "controller.badges",
     "controller.http_rules",
