@@ -132,11 +132,7 @@ def _stdlib_imports(package: str) -> set[str]:
     """The top-level names every module of ``package`` imports (stdlib and third party)."""
     names: set[str] = set()
     for path in (ROOT / package.replace(".", "/")).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                names |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                names.add(node.module.split(".")[0])
+        names |= _top_level_imports(path)
     return names
 
 
@@ -336,6 +332,7 @@ def test_only_the_mqtt_rooms_import_an_mqtt_library() -> None:
 
 
 def _top_level_imports(path: Path) -> set[str]:
+    """The top-level names the module at ``path`` imports (stdlib and third party)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):

@@ -442,14 +442,7 @@ class Session:
     async def acked(self, future: asyncio.Future[ReasonCode | None], timeout: float) -> ReasonCode:
         """The reason code ``future`` brings; LinkError if the link is lost or it takes longer
         than ``timeout`` seconds."""
-        try:
-            async with asyncio.timeout(timeout):
-                code = await future
-        except TimeoutError:
-            raise LinkError(f"no PUBACK within {timeout:g} s") from None
-        if code is None:
-            raise LinkError(f"no PUBACK: {self._failure()}")
-        return code
+        return await self._reply(future, "PUBACK", timeout)
 
     async def publish_acked(
         self,
@@ -487,12 +480,17 @@ class Session:
             self._news = self._driver.loop.create_future()
             await asyncio.wait({self._news, self._closed}, return_when=asyncio.FIRST_COMPLETED)
 
-    async def _reply(self, future: asyncio.Future[T | None], what: str) -> T:
+    async def _reply(
+        self, future: asyncio.Future[T | None], what: str, timeout: float | None = None
+    ) -> T:
+        """What ``future`` brings; LinkError if the link is lost or it takes longer than
+        ``timeout`` seconds (the session's own timeout by default)."""
+        wait = self.options.timeout if timeout is None else timeout
         try:
-            async with asyncio.timeout(self.options.timeout):
+            async with asyncio.timeout(wait):
                 result = await future
         except TimeoutError:
-            raise LinkError(f"no {what} within {self.options.timeout:g} s") from None
+            raise LinkError(f"no {what} within {wait:g} s") from None
         if result is None:
             raise LinkError(f"no {what}: {self._failure()}")
         return result
