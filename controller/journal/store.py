@@ -38,10 +38,13 @@ from pathlib import Path
 from typing import Any, Literal, Self
 from urllib.parse import quote
 
+import structlog
 from pydantic import BaseModel
 
 from controller.clock import Clock, iso, utc_now
 from controller.journal.schema import MIGRATIONS, SCHEMA_VERSION
+
+log = structlog.get_logger(__name__)
 
 Synchronous = Literal["FULL", "NORMAL"]
 
@@ -106,6 +109,11 @@ class OutboxRow:
     attempts: int
     replay: bool
     round_id: str | None
+    #: The payload is known to be canonical JSON (sorted keys, no spaces: what a signature
+    #: covers, controller/feed_signature.py): a message queued from a mapping, as it was
+    #: queued. A row read back from the file says False (an older table may have stored it
+    #: otherwise), and is put in canonical form again as it leaves.
+    canonical: bool = False
 
     def json(self) -> Any:
         return json.loads(self.payload)
@@ -278,6 +286,19 @@ def _payload_bytes(payload: Payload) -> bytes:
     return to_json(dict(payload)).encode("utf-8")
 
 
+def _canonical_bytes(value: Mapping[str, Any]) -> bytes:
+    """A message's JSON as a signature covers it (sorted keys, no spaces, UTF-8): stored so,
+    the publisher signs the bytes it has, without parsing and writing them again."""
+    text = json.dumps(
+        dict(value),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=_json_default,
+    )
+    return text.encode("utf-8")
+
+
 def _event_payload(payload: Mapping[str, Any] | BaseModel) -> str:
     if isinstance(payload, BaseModel):
         return payload.model_dump_json()
@@ -297,6 +318,9 @@ class Transaction:
         self._conn = file.connection
         self._time = file.clock()
         self._now = iso(self._time)
+        #: The messages this transaction queued, in order (handed to the outbox's listeners
+        #: once it has committed: see :meth:`JournalOutbox.on_commit`).
+        self.queued: list[OutboxRow] = []
 
     @property
     def now(self) -> str:
@@ -552,7 +576,11 @@ class Transaction:
             at=self._now,
             time=self._time.astimezone(UTC),
         )
-        data = _payload_bytes(payload(stamp) if callable(payload) else payload)
+        value = payload(stamp) if callable(payload) else payload
+        if isinstance(value, bytes | str | BaseModel):
+            data, canonical = _payload_bytes(value), False
+        else:
+            data, canonical = _canonical_bytes(value), True
         self._conn.execute(
             "INSERT INTO outbox (msg_id, table_id, seq, topic, payload, qos, retain, created_at, "
             "round_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -568,7 +596,7 @@ class Transaction:
                 round_id,
             ),
         )
-        return OutboxRow(
+        row = OutboxRow(
             stamp.msg_id,
             stamp.seq,
             stamp.table_id,
@@ -580,7 +608,10 @@ class Transaction:
             0,
             False,
             round_id,
+            canonical,
         )
+        self.queued.append(row)
+        return row
 
 
 # --- the file and what the parts share -------------------------------------------------------
@@ -644,6 +675,8 @@ class JournalFile:
         self.clock = clock
         self.lock = threading.RLock()
         self.commits = Commits()
+        #: Told of the messages of each transaction once it has committed (the publisher).
+        self.listeners: list[Callable[[list[OutboxRow]], None]] = []
         #: The newest event's link, which the next event's is made from (``record_event``);
         #: a transaction that rolls back puts it back.
         self.chain_head = ""
@@ -741,7 +774,8 @@ class JournalFile:
             conn.execute("BEGIN IMMEDIATE")
             self._in_transaction = True
             try:
-                yield Transaction(self)
+                tx = Transaction(self)
+                yield tx
                 conn.execute("COMMIT")
             except BaseException:
                 self.chain_head = head  # nothing of the transaction was kept
@@ -750,6 +784,17 @@ class JournalFile:
                 raise
             finally:
                 self._in_transaction = False
+            if tx.queued:
+                self._committed(tx.queued)
+
+    def _committed(self, rows: list[OutboxRow]) -> None:
+        """Hand the messages a transaction queued to the listeners, after its commit: a
+        listener's failure is logged, never the commit's (it is on file; the drain reads it)."""
+        for listener in self.listeners:
+            try:
+                listener(rows)
+            except Exception as exc:
+                log.error("outbox_listener_failed", error=f"{type(exc).__name__}: {exc}")
 
 
 # --- the journal's parts, by role ------------------------------------------------------------
@@ -836,6 +881,20 @@ class JournalOutbox:
                 "SELECT count(*) FROM outbox WHERE table_id = ?", (file.table_id,)
             ).fetchone()
         return int(row[0])
+
+    def on_commit(self, listener: Callable[[list[OutboxRow]], None]) -> Callable[[], None]:
+        """Call ``listener`` with the messages each transaction queued, in order, right after it
+        commits, in the thread that committed (the daemon's loop, for a round). Returns the
+        function that removes it. The publisher sends them without reading them back."""
+        listeners = self._file.listeners
+        listeners.append(listener)
+        return lambda: listeners.remove(listener)
+
+    def pending_through(self, limit: int = 100) -> tuple[list[OutboxRow], int]:
+        """:meth:`pending` and :meth:`message_seq` read together: with no row pending, every
+        message through that sequence number has been acknowledged."""
+        with self._file.lock:
+            return self.pending(limit), self.message_seq()
 
     def message_seq(self) -> int:
         """The last message sequence number this table assigned (0 before the first), cheaply:

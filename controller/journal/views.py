@@ -5,7 +5,7 @@ transaction: every write goes through the daemon (controller/recorder.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -18,6 +18,10 @@ class Outbox(Protocol):
     def message_seq(self) -> int: ...
 
     def pending(self, limit: int = 100) -> list[OutboxRow]: ...
+
+    def pending_through(self, limit: int = 100) -> tuple[list[OutboxRow], int]: ...
+
+    def on_commit(self, listener: Callable[[list[OutboxRow]], None]) -> Callable[[], None]: ...
 
     def count(self) -> int: ...
 

@@ -24,6 +24,7 @@ import sqlite3
 import structlog
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
 
 from controller.config import MqttConfig
 from controller.feed_signature import FeedSigner
@@ -124,8 +125,17 @@ class MqttService:
         self.last_error: str | None = None
         self.connects = 0
         self.published = 0
+        #: messages sent from their commit (the fast path), not read back by the drain
+        self.sent_at_commit = 0
         self._nudge = asyncio.Event()
         self._status_stale = True
+        # The fast path (_offer): a committed message sent at once, from the commit, when the
+        # drain waits on an empty outbox; the drain then takes its acknowledgement.
+        self._live: Session | None = None
+        self._idle = False
+        self._sent_through = 0
+        self._fresh: list[tuple[OutboxRow, asyncio.Future[ReasonCode | None]]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def commands(self) -> int:
@@ -163,6 +173,8 @@ class MqttService:
                 await host.stopping.wait()
                 return
         host.subscribe(self._on_effect)
+        self._loop = asyncio.get_running_loop()
+        unlisten = host.journal.outbox.on_commit(self._offer)
         intake = self.intake
         intake.start(host, self.signer)
         reporter = asyncio.get_running_loop().create_task(
@@ -171,6 +183,7 @@ class MqttService:
         try:
             await self._reconnecting(host)
         finally:
+            unlisten()
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reporter
@@ -311,23 +324,66 @@ class MqttService:
         # broker accepts the ones pipelined behind it: one at a time keeps the order. A 3.1.1
         # broker can only drop the link, after which nothing behind the lost message arrived.
         window = 1 if host.config.mqtt.protocol == "5" else self.window
-        while True:
-            if self._status_stale:
-                await self._publish_status(session, host)
-            self._nudge.clear()
-            host.outbox_changed.clear()
-            rows = await asyncio.to_thread(journal.pending, window)
-            if rows:
-                await self._publish_rows(session, journal, rows)
-            elif not self._status_stale:
-                await _either(self._nudge, host.outbox_changed)
+        self._live = session
+        try:
+            while True:
+                if self._status_stale:
+                    await self._publish_status(session, host)
+                self._nudge.clear()
+                host.outbox_changed.clear()
+                if self._fresh:  # sent from their commit (_offer): their acknowledgements
+                    fresh, self._fresh = self._fresh, []
+                    await self._settle(journal, fresh)
+                    continue
+                rows, through = await asyncio.to_thread(journal.pending_through, window)
+                if rows:
+                    await self._publish_rows(session, journal, rows)
+                elif not self._status_stale:
+                    self._sent_through = through
+                    self._idle = True
+                    try:
+                        await _either(self._nudge, host.outbox_changed)
+                    finally:
+                        self._idle = False
+        finally:
+            self._live = None
+            self._idle = False
+            if self._fresh:  # sent, never acknowledged on this link: counted, and replayed
+                failed = [row.msg_id for row, _ in self._fresh]
+                self._fresh = []
+                with contextlib.suppress(sqlite3.Error):
+                    await asyncio.to_thread(journal.mark_attempts, failed)
+
+    def _offer(self, rows: list[OutboxRow]) -> None:
+        """A transaction has committed ``rows``: if the drain waits on an empty outbox (so these
+        are the very next messages), send the first at once, without reading it back from the
+        journal or waiting for the drain to wake; the drain takes its acknowledgement. Anything
+        else (a backlog, a message in flight, another thread's commit) is left to the drain,
+        which the commit's ``outbox_changed`` wakes: this is only a shortcut, in order."""
+        session = self._live
+        if session is None or not self._idle or self._status_stale:
+            return
+        try:
+            if asyncio.get_running_loop() is not self._loop:
+                return
+        except RuntimeError:  # a commit in a worker thread
+            return
+        row = rows[0]
+        if row.seq != self._sent_through + 1:
+            return
+        try:
+            payload = wire_payload(row, self._signer)
+            future = session.send(row.topic, payload, qos=row.qos, retain=row.retain)
+        except Exception:  # the link just failed: the drain finds out and the row waits
+            return
+        self._fresh.append((row, future))
+        self.sent_at_commit += 1
+        self._sent_through = row.seq
+        self._idle = False
+        self._nudge.set()
 
     async def _publish_rows(self, session: Session, journal: Outbox, rows: list[OutboxRow]) -> None:
-        """Publish a window of rows in order; delete those whose PUBACK succeeded.
-
-        A send that fails (no PUBACK before the link dropped or the timeout, or a refusal) is
-        counted on its row (``attempts``) for the supervisor; a successful one deletes the row,
-        so counting it would only cost a journal write per message."""
+        """Publish a window of rows in order; delete those whose PUBACK succeeded."""
         signer = self._signer
         in_flight = [
             (
@@ -336,6 +392,18 @@ class MqttService:
             )
             for row in rows
         ]
+        await self._settle(journal, in_flight)
+
+    async def _settle(
+        self, journal: Outbox, in_flight: list[tuple[OutboxRow, asyncio.Future[ReasonCode | None]]]
+    ) -> None:
+        """Wait for the PUBACKs of messages sent in order; delete those that succeeded.
+
+        A send that fails (no PUBACK before the link dropped or the timeout, or a refusal) is
+        counted on its row (``attempts``) for the supervisor; a successful one deletes the row,
+        so counting it would only cost a journal write per message."""
+        session = self._live
+        assert session is not None
         acked: list[str] = []
         try:
             for row, future in in_flight:

@@ -66,6 +66,8 @@ def wire_payload(row: OutboxRow, signer: FeedSigner) -> bytes:
     when the row was pending at a (re)connect, signed by the table (docs/mqtt.md "The signed
     feed"). Signed here, as it leaves, so signing writes nothing to disk and ``replayed`` is
     covered too; Ed25519 is deterministic, so a resend of the same bytes has the same ``sig``."""
+    if row.canonical and not row.replay:
+        return signer.sign_canonical(row.payload)
     data = json.loads(row.payload)
     if row.replay and isinstance(data, dict) and "replayed" in data:
         data["replayed"] = True

@@ -12,6 +12,7 @@ from controller.messages import EnterDice, PositionDraw, Problem, VoidRound
 from controller.table.alarms import Alarms
 from controller.table.effects import (
     PACKET_SIZE,
+    PACKETS,
     AlarmRaised,
     CommandReply,
     DealRecorded,
@@ -21,7 +22,7 @@ from controller.table.effects import (
     RoundProgress,
 )
 from controller.table.results import problem_of
-from controller.table.settle import closed_without_results, settle
+from controller.table.settle import SettlementMemo, closed_without_results, settle
 from controller.table.state import (
     Phase,
     Round,
@@ -51,6 +52,7 @@ class Rounds:
         self.state = state
         self.env = env
         self.alarms = alarms
+        self.settlements = SettlementMemo()
 
     # --- the deal -----------------------------------------------------------------------
 
@@ -89,13 +91,13 @@ class Rounds:
         r, effects = self._current(event.device)
         r.packets.append((event.index, tuple(event.cards)))
         effects.append(progress(r))
-        return effects + self._try_settle(r)
+        return effects + self._try_settle(r, ahead=True)
 
     def card(self, event: CardDealt) -> list[Effect]:
         r, effects = self._current(event.device)
         r.shoe_cards.append(event.card)
         effects.append(progress(r))
-        return effects + self._try_settle(r)
+        return effects + self._try_settle(r, ahead=True)
 
     def stub(self, event: StubVerified) -> list[Effect]:
         r = self.state.open_round()
@@ -136,7 +138,7 @@ class Rounds:
                 )
             ]
         r.draw = draw
-        return [progress(r), *self._try_settle(r)]
+        return [progress(r), *self._try_settle(r, ahead=True)]
 
     def _hold(self, draw: PositionDraw, device: str) -> list[Effect]:
         """Between deals the newest draw wins (the dealer re-rolled): the next deal uses it."""
@@ -172,8 +174,12 @@ class Rounds:
 
     # --- settling -----------------------------------------------------------------------
 
-    def _try_settle(self, r: Round) -> list[Effect]:
-        if r.closed or not r.complete():
+    def _try_settle(self, r: Round, *, ahead: bool = False) -> list[Effect]:
+        if r.closed:
+            return []
+        if not r.complete():
+            if ahead:
+                self._work_out_ahead(r)
             return []
         packets = r.dealt_packets()
         check = check_deal(packets, r.stub_cards())
@@ -203,10 +209,33 @@ class Rounds:
         self.state.rounds.deals.remember(r.round_seq, r.shuffle_id, fingerprint)
         floor = self.state.floor
         payload = settle(
-            r, packets, self.env.settings, floor.occupied, floor.wagers, self.env.clock()
+            r,
+            packets,
+            self.env.settings,
+            floor.occupied,
+            floor.wagers,
+            self.env.clock(),
+            self.settlements,
         )
         r.phase = Phase.SETTLED
         return [DealRecorded(r.round_id, r.shuffle_id, fingerprint), RoundClosed(payload)]
+
+    def _work_out_ahead(self, r: Round) -> None:
+        """With every packet in and the first position known, only the stub is missing: work
+        the settlement out now, so the stub's event (the one the dealer and the casino wait
+        on) only checks the deck and takes it (``settlements`` holds it while the packets,
+        the position, the settings, the seats and the wagers stay the same). A deal that
+        cannot be settled is found and reported at the stub, as before."""
+        packets = r.dealt_packets()
+        if r.draw is None or len(packets) < PACKETS or any(len(p) != PACKET_SIZE for p in packets):
+            return
+        floor = self.state.floor
+        try:
+            self.settlements.get(
+                packets, r.draw.position, self.env.settings, floor.occupied, floor.wagers
+            )
+        except Exception:  # not this event's to report: the stub's settlement finds it again
+            return
 
     def _repeat_of(self, shuffle_id: str, fingerprint: str) -> str:
         """Why a deal repeats an earlier one ("" if it does not)."""

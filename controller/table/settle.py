@@ -4,13 +4,15 @@ packets went to. No state of their own, no I/O."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from controller.game.cards import card_texts
 from controller.game.deal import assign_packets
 from controller.game.hands import HandValue, evaluate, is_ace_high_pai_gow
+from controller.game.setting import Setting
 from controller.game.wagers import (
     chan_chu,
     dealer_has_two_jacks,
@@ -33,6 +35,85 @@ from controller.table.results import setting_out, side_out
 from controller.table.state import Round, TableSettings
 
 
+@dataclass(frozen=True)
+class Settlement:
+    """What a complete deal settles to, before it is a round's result: a pure function of the
+    packets, the first position, the settings, the seats in play and their wagers
+    (:func:`work_out`), so it may be worked out as soon as the last packet is in and taken at
+    the stub if none of those changed (:class:`SettlementMemo`)."""
+
+    dealer: tuple[int, ...]
+    setting: Setting | None
+    seat_cards: Mapping[str, tuple[int, ...]]
+    positions: list[PositionCards]
+    dealer_out: DealerOut
+    seats: list[SeatOut]
+
+
+def work_out(
+    packets: Sequence[tuple[str, ...]],
+    first: int,
+    settings: TableSettings,
+    occupied: Mapping[str, bool | None],
+    wagers: Mapping[str, Wagers],
+) -> Settlement:
+    """The dealer set by the House Way (or two Jacks) and every seat in play settled."""
+    s = settings
+    by_position = assign_packets(list(packets), first)
+    dealer = tuple(int(c) for c in by_position[DEALER_POSITION])
+    two_jacks = dealer_has_two_jacks(dealer)
+    setting = None if two_jacks else s.set_by_house_way(by_position[DEALER_POSITION])
+    dealer_value = HandValue(evaluate(dealer, s.rules.wheel_high))
+    seats = [
+        (pos, s.seats[pos]) for pos in sorted(s.seats) if occupied.get(s.seats[pos]) is not False
+    ]
+    return Settlement(
+        dealer=dealer,
+        setting=setting,
+        seat_cards={label: tuple(int(c) for c in by_position[pos]) for pos, label in seats},
+        positions=positions(by_position, first, s),
+        dealer_out=DealerOut(
+            cards=card_texts(dealer),
+            best_hand=dealer_value.name,
+            two_jacks=two_jacks,
+            ace_high_pai_gow=is_ace_high_pai_gow(dealer_value),
+            setting=setting_out(setting) if setting else None,
+        ),
+        seats=seats_out(dealer, by_position, seats, settings, wagers),
+    )
+
+
+class SettlementMemo:
+    """The last settlement worked out and what it was worked out from: :meth:`get` returns it
+    only for the very same inputs (the settings object itself, equal packets, seats and
+    wagers), else works it out anew. One entry: a deal is settled once."""
+
+    def __init__(self) -> None:
+        self._settings: TableSettings | None = None
+        self._key: tuple[Any, ...] | None = None
+        self._value: Settlement | None = None
+
+    def get(
+        self,
+        packets: Sequence[tuple[str, ...]],
+        first: int,
+        settings: TableSettings,
+        occupied: Mapping[str, bool | None],
+        wagers: Mapping[str, Wagers],
+    ) -> Settlement:
+        key = (
+            tuple(packets),
+            first,
+            tuple(sorted(occupied.items())),
+            tuple(sorted(wagers.items())),
+        )
+        if self._value is not None and self._settings is settings and self._key == key:
+            return self._value
+        value = work_out(packets, first, settings, occupied, wagers)
+        self._settings, self._key, self._value = settings, key, value
+        return value
+
+
 def settle(
     r: Round,
     packets: list[tuple[str, ...]],
@@ -40,22 +121,19 @@ def settle(
     occupied: Mapping[str, bool | None],
     wagers: Mapping[str, Wagers],
     closed_at: datetime,
+    memo: SettlementMemo | None = None,
 ) -> RoundPayload:
     """The settled round's result; ``r`` keeps the dealer's and each seat's cards (players may
-    set their own hands after) and is marked settled by the caller."""
+    set their own hands after) and is marked settled by the caller. ``memo``: where a
+    settlement worked out ahead (at the last packet) is taken from if it still holds."""
     assert r.draw is not None
     s = settings
-    by_position = assign_packets(packets, r.draw.position)
-    dealer = tuple(int(c) for c in by_position[DEALER_POSITION])
-    two_jacks = dealer_has_two_jacks(dealer)
-    setting = None if two_jacks else s.set_by_house_way(by_position[DEALER_POSITION])
-    dealer_value = HandValue(evaluate(dealer, s.rules.wheel_high))
-    r.dealer_cards, r.dealer_setting = dealer, setting
-    seats = [
-        (pos, s.seats[pos]) for pos in sorted(s.seats) if occupied.get(s.seats[pos]) is not False
-    ]
-    for pos, label in seats:
-        r.seat_cards[label] = tuple(int(c) for c in by_position[pos])
+    if memo is None:
+        worked = work_out(packets, r.draw.position, s, occupied, wagers)
+    else:
+        worked = memo.get(packets, r.draw.position, s, occupied, wagers)
+    r.dealer_cards, r.dealer_setting = worked.dealer, worked.setting
+    r.seat_cards.update(worked.seat_cards)
     return RoundPayload(
         round_id=r.round_id,
         round_seq=r.round_seq,
@@ -66,15 +144,9 @@ def settle(
         card_source=r.source,
         dealer_id=r.dealer_id,
         first_position=r.draw,
-        positions=positions(by_position, r.draw.position, s),
-        dealer=DealerOut(
-            cards=card_texts(dealer),
-            best_hand=dealer_value.name,
-            two_jacks=two_jacks,
-            ace_high_pai_gow=is_ace_high_pai_gow(dealer_value),
-            setting=setting_out(setting) if setting else None,
-        ),
-        seats=seats_out(dealer, by_position, seats, settings, wagers),
+        positions=worked.positions,
+        dealer=worked.dealer_out,
+        seats=worked.seats,
         rules=s.describe_rules(),
         paytables=s.describe_paytables(),
     )

@@ -105,6 +105,8 @@ async def test_feed_status_first_in_order_without_gaps_and_valid(
     assert online["state"] == "online" and online["software_version"] == software
     assert online["devices"] == {"shuffler": True, "rng": True}
     assert service.published >= last and service.connects == 1
+    # Sent from their commits (not read back by the drain), and still in order without gaps.
+    assert service.sent_at_commit >= 1
 
     # A consumer that connects later gets the retained status and devices, nothing else.
     async with Subscriber(broker.port, [f"{PREFIX}#"]) as late:

@@ -7,9 +7,11 @@ import json
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.feed_signature import FeedSignatureError, FeedSigner, keyring, verify_envelope
-from controller.journal import OutboxRow
+from controller.journal import Journal, OutboxRow
 from controller.messages import EnterDice, VoidRound, parse_command
 from controller.mqtt.wire import (
     COMMAND_SIZE_LIMIT,
@@ -51,6 +53,34 @@ def test_a_replayed_row_changes_only_its_replayed_field_and_both_are_signed() ->
     with pytest.raises(FeedSignatureError) as refused:
         verify_envelope(tampered, keys)
     assert refused.value.reason == "bad_signature"
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(payload=st.dictionaries(st.text(), _JSON, max_size=6))
+def test_a_message_signed_at_its_commit_has_the_bytes_of_one_read_back(
+    payload: dict[str, object],
+) -> None:
+    """The publisher signs a message queued in this process without parsing it again (its
+    payload is stored canonical); read back from the journal (a replay, an older table's row)
+    it is parsed and put in canonical form: both must be the very same bytes, or a resend of
+    the message would carry another signature and a consumer see two messages."""
+    signer = FeedSigner(Ed25519PrivateKey.generate())
+    with Journal(":memory:", "T") as journal:
+        with journal.transaction() as tx:
+            fresh = tx.enqueue(f"{PREFIX}round", payload)
+        (stored,) = journal.outbox.pending()
+    assert fresh.canonical
+    assert not stored.canonical and stored.payload == fresh.payload
+    assert wire_payload(fresh, signer) == wire_payload(stored, signer)
+    verified = verify_envelope(wire_payload(fresh, signer), keyring([signer.public_key]))
+    assert verified.message == json.loads(stored.payload)
 
 
 def test_commands_are_validated_by_topic_and_body() -> None:

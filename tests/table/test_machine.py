@@ -32,6 +32,7 @@ from controller.table import (
     TableSettings,
     Tick,
 )
+from controller.table.settle import SettlementMemo, work_out
 from drivers.events import (
     CardDealt,
     DealEnded,
@@ -444,3 +445,60 @@ def test_a_settled_round_names_each_position_s_packet(first: int) -> None:
         assert pc.packet is not None
         assert pc.cards == deck[7 * (pc.packet - 1) : 7 * pc.packet]
         assert pc.position == (first + pc.packet - 2) % 7 + 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_settlement_worked_out_at_the_last_packet_is_not_taken_once_seats_or_wagers_change(
+    seed: int,
+) -> None:
+    """The table works the settlement out when the last packet is in (the stub then only
+    checks the deck): a seat emptied or a wager placed between the last packet and the stub
+    must be in the result, exactly as if it had been made before the deal."""
+    deck = shuffled(100 + seed)
+    deal = [rng(1 + seed % 7), *packet_events(deck)]
+    stub_at = next(i for i, e in enumerate(deal) if isinstance(e, StubVerified))
+    changes: list[SetWagers | SetSeats] = [
+        SetWagers(seat="1", wagers=Wagers(chan_chu=5, jacks_beat=2, push_ace_high=1)),
+        SetSeats(occupied={"3": False}),
+    ]
+    late, _ = make_table()
+    run(late, deal[:stub_at])
+    for change in changes:
+        assert next(e for e in late.handle(change) if isinstance(e, CommandReply)).ok
+    [late_result] = closed(run(late, deal[stub_at:]))
+    early, _ = make_table()
+    for change in changes:
+        early.handle(change)
+    [early_result] = closed(run(early, deal))
+    assert late_result.payload.seats == early_result.payload.seats
+    assert late_result.payload.dealer == early_result.payload.dealer
+    assert "3" not in {s.seat for s in late_result.payload.seats}
+    seat1 = next(s for s in late_result.payload.seats if s.seat == "1")
+    assert seat1.wagers == Wagers(chan_chu=5, jacks_beat=2, push_ace_high=1)
+    # And unchanged, the result is the one worked out at the last packet, equal to a fresh one.
+    plain, _ = make_table()
+    [plain_result] = closed(run(plain, deal))
+    fresh = work_out(
+        [tuple(deck[7 * i : 7 * i + 7]) for i in range(7)],
+        1 + seed % 7,
+        plain.settings,
+        {},
+        {},
+    )
+    assert plain_result.payload.seats == fresh.seats
+    assert plain_result.payload.dealer == fresh.dealer_out
+
+
+def test_the_settlement_memo_answers_only_for_the_same_inputs() -> None:
+    table, _ = make_table()
+    packets = [tuple(shuffled(7)[7 * i : 7 * i + 7]) for i in range(7)]
+    memo = SettlementMemo()
+    first = memo.get(packets, 3, table.settings, {}, {})
+    assert memo.get(list(packets), 3, table.settings, {}, {}) is first
+    assert memo.get(packets, 4, table.settings, {}, {}) is not first
+    other = memo.get(packets, 3, table.settings, {"2": False}, {})
+    assert other.seats != first.seats and "2" not in {s.seat for s in other.seats}
+    waged = memo.get(packets, 3, table.settings, {}, {"1": Wagers(chan_chu=5)})
+    assert waged.seats[0].wagers == Wagers(chan_chu=5)
+    copy, _ = make_table()  # equal settings, another object: worked out again
+    assert memo.get(packets, 3, copy.settings, {}, {}) is not waged
