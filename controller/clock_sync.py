@@ -81,6 +81,22 @@ def kernel_state() -> bool | None:
     return state != _TIME_ERROR and not timex.status & _STA_UNSYNC
 
 
+def estimated_error() -> float | None:
+    """The kernel's estimated error of the clock in seconds (adjtimex's ``esterror``, read
+    only), while a time daemon disciplines it; None when unsynchronised or it cannot tell."""
+    libc = _libc()
+    if libc is None:
+        return None
+    try:
+        timex = _Timex()
+        state = libc.adjtimex(ctypes.byref(timex))
+    except (OSError, AttributeError):
+        return None
+    if state < 0 or state == _TIME_ERROR or timex.status & _STA_UNSYNC:
+        return None
+    return float(timex.esterror) / 1e6  # microseconds, whatever STA_NANO says of the offset
+
+
 def clock_synchronized(flag: Path = TIMESYNCD_FLAG) -> bool | None:
     """True: a time daemon disciplines the clock; False: nobody does; None: cannot tell."""
     state = kernel_state()

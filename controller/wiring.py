@@ -101,14 +101,20 @@ def _journal_refusal(path: str, exc: BaseException, status: int) -> str:
 def default_services(config: Config, sinks: Sequence[DisplaySink]) -> list[Service]:
     """The services a config asks for: a pole display per sink, MQTT, the pages."""
     services: list[Service] = [PoleService(sink) for sink in sinks]
+    mqtt = None
     if config.mqtt.enabled:
         from controller.mqtt.publisher import MqttService
 
-        services.append(MqttService())
+        services.append(mqtt := MqttService())
     if config.display.enabled:
         from controller.display import DisplayService
+        from controller.metrics import TableMetrics
 
-        services.append(DisplayService())
+        # The metrics are served by the display, and hear the publisher's acknowledgements.
+        metrics = TableMetrics(mqtt=mqtt)
+        if mqtt is not None:
+            mqtt.metrics = metrics
+        services.append(DisplayService(metrics=metrics))
     if config.journal.retention_days > 0 and str(config.journal.path) != ":memory:":
         from controller.services.retention import RetentionService
 

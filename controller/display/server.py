@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import structlog
@@ -33,6 +33,7 @@ from controller.display import bodies
 from controller.display.access import SESSION_COOKIE, AccessPolicy
 from controller.display.bodies import BodyError
 from controller.display.guard import ConnectionGuard, StreamLimiter, Tally
+from controller.display.health import health_routes
 from controller.display.kiosk import KIOSK_COOKIE, KioskKey, read_kiosk_token
 from controller.display.state import CLOSE, LiveState, Update
 from controller.display.stats import side_wagers, two_jacks
@@ -56,6 +57,9 @@ from controller.messages import (
 )
 from controller.ports import DisplayHost, Origin, PortInUse
 from controller.table import Refusal, player_result
+
+if TYPE_CHECKING:
+    from controller.metrics import TableMetrics
 
 log = structlog.get_logger(__name__)
 
@@ -99,6 +103,8 @@ class DisplayContext:
     #: Whether a peer is the table computer itself: its commands are journaled on the
     #: ``kiosk`` channel. (The limits do not ask: they prefer the kiosk's credential.)
     local_peer: Callable[[str | None], bool] = is_loopback_address
+    #: ``/metrics`` (controller/metrics.py), attached when serving; None: not served
+    metrics: TableMetrics | None = None
 
     @property
     def journal(self) -> JournalView:
@@ -884,6 +890,7 @@ def build_app(ctx: DisplayContext) -> web.Application:
     r.add_post("/api/kiosk/ticket", api_kiosk_ticket)
     r.add_post("/api/kiosk", api_kiosk)
     r.add_static("/static", STATIC_DIR, append_version=False)
+    health_routes(app, lambda request: _ctx(request).host, lambda request: _ctx(request).metrics)
     return app
 
 
@@ -941,7 +948,10 @@ class DisplayService:
         remote_dealer_input: bool = False,
         retry_s: float = 5.0,
         local_peer: Callable[[str | None], bool] = is_loopback_address,
+        metrics: TableMetrics | None = None,
     ) -> None:
+        #: The daemon's metrics (shared with the publisher by the wiring); None: made here
+        self.metrics = metrics
         self.host = host
         self.port = port
         self.remote_dealer_input = remote_dealer_input
@@ -1045,7 +1055,21 @@ class DisplayService:
             tally,
             dealers=dealers,
             local_peer=self.local_peer,
+            metrics=self._metrics(host),
         )
+
+    def _metrics(self, host: DisplayHost) -> TableMetrics | None:
+        """The daemon's metrics, hearing it from now on (before the page's first request)."""
+        from controller.metrics import TableMetrics
+
+        if self.metrics is None:
+            self.metrics = TableMetrics()
+        try:
+            self.metrics.attach(host)
+        except Exception:  # the pages matter more than their metrics
+            log.exception("metrics_unavailable")
+            return None
+        return self.metrics
 
     async def run(self, host: DisplayHost) -> None:
         """Serve until cancelled. A failure here (a port in use, a journal it cannot read) is

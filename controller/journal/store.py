@@ -29,6 +29,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -652,6 +653,9 @@ class Commits:
     durable: int = 0
     relaxed: int = 0
     switches: int = 0  # changes of ``synchronous`` between a relaxed and a durable commit
+    #: Told how long each COMMIT took (seconds) and whether it waited for the disk (the
+    #: metrics' fsync time); called in the committing thread, after the commit.
+    timed: Callable[[bool, float], None] | None = None
 
 
 class JournalFile:
@@ -776,7 +780,11 @@ class JournalFile:
             try:
                 tx = Transaction(self)
                 yield tx
+                started = time.perf_counter()
                 conn.execute("COMMIT")
+                timed = self.commits.timed
+                if timed is not None:
+                    timed(not relaxed, time.perf_counter() - started)
             except BaseException:
                 self.chain_head = head  # nothing of the transaction was kept
                 if conn.in_transaction:
@@ -889,6 +897,16 @@ class JournalOutbox:
         listeners = self._file.listeners
         listeners.append(listener)
         return lambda: listeners.remove(listener)
+
+    def depth(self) -> tuple[int, str | None]:
+        """How many messages wait and when the oldest was queued (None: none waits)."""
+        file = self._file
+        with file.lock:
+            row = file.connection.execute(
+                "SELECT count(*), min(created_at) FROM outbox WHERE table_id = ?",
+                (file.table_id,),
+            ).fetchone()
+        return int(row[0]), row[1]
 
     def pending_through(self, limit: int = 100) -> tuple[list[OutboxRow], int]:
         """:meth:`pending` and :meth:`message_seq` read together: with no row pending, every

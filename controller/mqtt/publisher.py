@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
+from typing import Any
 
 import structlog
 from paho.mqtt.packettypes import PacketTypes
@@ -127,6 +128,8 @@ class MqttService:
         self.published = 0
         #: messages sent from their commit (the fast path), not read back by the drain
         self.sent_at_commit = 0
+        #: told each message's commit → acknowledgement time (controller/metrics.py)
+        self.metrics: Any = None
         self._nudge = asyncio.Event()
         self._status_stale = True
         # The fast path (_offer): a committed message sent at once, from the commit, when the
@@ -415,6 +418,8 @@ class MqttService:
                     )
                     raise PublishRefused(f"{row.topic} seq {row.seq} refused: {code}")
                 acked.append(row.msg_id)
+                if self.metrics is not None:
+                    self.metrics.published_since(row.created_at)
         except Exception:
             failed = [row.msg_id for row, _ in in_flight[len(acked) :]]
             await asyncio.to_thread(journal.mark_attempts, failed)

@@ -16,6 +16,7 @@ from controller.table.effects import (
     LatchedChanged,
     ProtectionAlarmed,
     Refusal,
+    Refused,
     StatusChanged,
 )
 from controller.table.state import TableEnv, TableState, status_of
@@ -124,7 +125,7 @@ class Alarms:
         if now - first > s.refusal_window:
             first, count, alarmed = now, 0, False
         count += event.count
-        effects: list[Effect] = []
+        effects: list[Effect] = [Refused(event)]
         # Over the rate is a flood already: alarmed at once, not after N reports.
         limit = 1 if event.reason in ("rate_limited", "flood") else s.refusals_before_alarm
         if count >= limit and not alarmed:

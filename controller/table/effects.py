@@ -276,6 +276,14 @@ class RoundRefused:
     refusal: Refusal
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A refusal the table counted (every :class:`Refusal`, and a round-scoped refusal): heard
+    (the metrics count commands refused by kind and reason), journaled as its event."""
+
+    refusal: Refusal
+
+
 Effect = (
     RoundOpened
     | RoundClosed
@@ -293,4 +301,5 @@ Effect = (
     | DealerChanged
     | LatchedChanged
     | RoundRefused
+    | Refused
 )
