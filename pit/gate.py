@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from controller.http_rules import is_loopback_host
+from controller.http_rules import is_loopback_address, is_loopback_host
 from pit.access import (
     Origins,
     SessionCache,
@@ -27,6 +27,7 @@ from pit.access import (
 )
 from pit.config import PitConfig, PitConfigError, read_secret
 from pit.judge import escaped
+from pit.metrics import HEALTH_PATHS, MACHINE_PATHS
 from pit.pagedb import PageDatabase
 
 log = logging.getLogger("pit.web")
@@ -103,13 +104,18 @@ class Gate:
             problem = self.origins.change_problem(request, self.bearer(request))
             if problem is not None:
                 return self.refuse(request, *problem)
-        if request.path.startswith(OPEN_PATHS) or await self.authorized(request):
+        if (
+            request.path.startswith(OPEN_PATHS)
+            or (request.path in HEALTH_PATHS and is_loopback_address(request.remote))
+            or await self.authorized(request)
+        ):
             response = await handler(request)
             response.headers.setdefault("Cache-Control", "no-store")
             response.headers["X-Frame-Options"] = "DENY"
             response.headers["Referrer-Policy"] = "no-referrer"
             return response
-        if request.path.startswith("/api/"):
+        if request.path.startswith("/api/") or request.path in MACHINE_PATHS:
+            # A program (a scraper, a monitor) gets a status, not the login page.
             return web.json_response({"error": "log in first"}, status=401)
         raise web.HTTPFound("/login")
 

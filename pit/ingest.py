@@ -103,6 +103,8 @@ class Ingest:
         self.make_store = make_store
         self.on_batch = on_batch
         self.stats = IngestStats()
+        #: told of every batch stored (``pit.metrics.PitMetrics``), when the pit serves metrics
+        self.metrics: Any = None
         self.connected = asyncio.Event()
         self._executor = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="pit-db", initializer=name_thread("pit-ingest-db")
@@ -272,6 +274,7 @@ class Ingest:
                 items.append(Incoming(topic, payload, m.retain, now))
         dropped = self.admission.take_dropped()
         self.stats.received += len(batch)
+        started = time.perf_counter()
         try:
             outcome = await self._db(self._ingest, items, dropped)
         except Exception as exc:
@@ -279,6 +282,8 @@ class Ingest:
             await self._db(self._database_error, exc)
             raise _DatabaseDown from exc
         client.acknowledge(batch)
+        if self.metrics is not None:
+            self.metrics.batch(outcome, len(batch), time.perf_counter() - started, time.time())
         s = self.stats
         s.batches += 1
         s.stored += outcome.stored

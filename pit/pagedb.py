@@ -5,6 +5,7 @@ connection, so the next one reconnects (the database restarted, or went away for
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -38,6 +39,8 @@ class PageDatabase:
         )
         self._store: PageStore | None = None
         self._probe: asyncio.Future[Any] | None = None
+        #: told each call's time in seconds (``pit.metrics``), when the pit serves metrics
+        self.timed: Callable[[float], None] | None = None
 
     def _open(self) -> PageStore:
         if self._store is None:
@@ -46,6 +49,7 @@ class PageDatabase:
 
     async def call(self, fn: Callable[[PageStore], T]) -> T:
         def call() -> T:
+            started = time.perf_counter()
             try:
                 return fn(self._open())
             except Exception:
@@ -53,6 +57,9 @@ class PageDatabase:
                     self._store.close()
                     self._store = None
                 raise
+            finally:
+                if self.timed is not None:
+                    self.timed(time.perf_counter() - started)
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 

@@ -300,3 +300,26 @@ def _state(status: Mapping[str, Any]) -> str:
     if state == "online" and not status.get("table_open"):
         return "closed"
     return str(state)
+
+
+def floor_figures(db: Database, now: float | None = None) -> dict[str, Any]:
+    """What the metrics read at a scrape (``pit.metrics``): the tables by the state their tile
+    shows, the gaps still open and the oldest's age, the messages waiting for a key, and the
+    record alarms not acknowledged by kind. A handful of aggregate queries, none per table."""
+    now = time.time() if now is None else now
+    states: dict[str, int] = {}
+    for status, silent in db.all("SELECT status, silent_since FROM tables"):
+        sp = ((orjson.loads(status) if status else None) or {}).get("payload") or {}
+        state = "silent" if silent is not None else _state(sp)
+        states[state] = states.get(state, 0) + 1
+    gaps = db.one("SELECT count(*), min(reported_at) FROM missing WHERE filled_at IS NULL")
+    open_gaps, oldest = (int(gaps[0] or 0), gaps[1]) if gaps else (0, None)
+    awaiting = db.one("SELECT count(*) FROM awaiting_key")
+    alarms = db.all("SELECT kind, count(*) FROM record_alarms WHERE acked_at IS NULL GROUP BY kind")
+    return {
+        "states": states,
+        "gaps_open": open_gaps,
+        "oldest_gap_s": max(now - float(oldest), 0.0) if oldest is not None else 0.0,
+        "awaiting": int(awaiting[0]) if awaiting else 0,
+        "alarms_by_kind": {str(kind): int(n) for kind, n in alarms},
+    }

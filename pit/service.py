@@ -182,6 +182,12 @@ class Pit:
             else None
         )
 
+        if self.web is not None:
+            from pit.metrics import PitMetrics
+
+            self.web.metrics = self.ingest.metrics = metrics = PitMetrics()
+            self.web.database.timed = lambda seconds: metrics.database_call("page", seconds)
+
     def _on_batch(self, outcome: Outcome) -> None:
         if self.web is not None:
             self.web.hub.on_batch(outcome)

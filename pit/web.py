@@ -34,6 +34,7 @@ from pit.broker import BrokerError, link, publish_once
 from pit.config import PitConfig, read_hex_key
 from pit.db import Outcome
 from pit.gate import Gate, json_body
+from pit.metrics import PitMetrics, monitoring_routes
 from pit.pagedb import PageDatabase, PageStore
 
 log = logging.getLogger("pit.web")
@@ -165,6 +166,8 @@ class PitWeb:
         if config.shift.report_key_file is not None:
             self.report_key = read_hex_key(config.shift.report_key_file)
         self.runner: web.AppRunner | None = None
+        #: ``/metrics`` (``pit.metrics``), set by the pit; None: not served
+        self.metrics: PitMetrics | None = None
         self.url = ""
         self.started = asyncio.Event()
 
@@ -386,6 +389,7 @@ class PitWeb:
                 web.get("/static/favicon.svg", _file(TABLE_STATIC / "favicon.svg")),
                 web.get("/static/common.js", _file(TABLE_STATIC / "common.js")),
                 web.static("/static", STATIC),
+                *monitoring_routes(self),
             ]
         )
         return app
