@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test check demo demo-pit rabbitmq-mqtt lint typecheck bench clean venv chromium wheel package deb-tools
+.PHONY: test check demo demo-pit rabbitmq-mqtt prometheus lint typecheck bench clean venv chromium wheel package deb-tools
 
 venv: $(STAMP)
 
@@ -24,7 +24,7 @@ PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest
 # the tests). Most of the suite waits (brokers, daemons, browsers, fsync): measured on this
 # 2-core machine, -n 2 used 40 % of the CPU in 11 min, -n 4 the same CPU in 6 min 38 s.
 WORKERS ?= 4
-test: $(STAMP) chromium deb-tools rabbitmq-mqtt
+test: $(STAMP) chromium deb-tools rabbitmq-mqtt prometheus
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(PYTEST) -n $(WORKERS) --dist loadgroup
@@ -49,6 +49,12 @@ rabbitmq-mqtt:
 	rabbitmqctl -q status >/dev/null 2>&1 || (rabbitmq-server -detached && rabbitmqctl -q await_startup)
 	rabbitmqctl eval 'application:load(rabbitmq_mqtt), application:set_env(rabbitmq_mqtt, tcp_listeners, [{"127.0.0.1", 1884}]).' >/dev/null
 	rabbitmq-plugins enable --quiet rabbitmq_mqtt
+
+# Debian's Prometheus: promtool checks and unit-tests the shipped alert rules, and a real
+# Prometheus scrapes a table and the pit (tests/packaging/test_prometheus_rules.py,
+# tests/pit/test_prometheus.py). Its service is not started here (the tests start their own).
+prometheus:
+	command -v promtool >/dev/null && command -v prometheus >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus)
 
 # The browser tests drive Debian's chromium (tests/display); CI runs as root.
 chromium:

@@ -307,10 +307,17 @@ class _StateCollector:
             for suffix in ("", "-wal"):
                 with contextlib.suppress(OSError):
                     size += os.stat(path + suffix).st_size
+        free = None
+        if path != ":memory:":
+            with contextlib.suppress(OSError):
+                st = os.statvfs(os.path.dirname(os.path.abspath(path)))
+                free = float(st.f_bavail * st.f_frsize)
         age = 0.0
         if oldest is not None:
             age = max((datetime.now(UTC) - datetime.fromisoformat(oldest)).total_seconds(), 0.0)
         self._journal = {"outbox": float(count), "outbox_age": age, "bytes": size}
+        if free is not None:
+            self._journal["disk_free"] = free
 
     def collect(self) -> Iterable[Metric]:
         yield from _gauges(self._families, self._journal)
@@ -374,6 +381,11 @@ JOURNAL_GAUGES: tuple[tuple[str, str, str], ...] = (
         "Age of the oldest message waiting for the broker (0: none waits)",
     ),
     ("bytes", "paigow_table_journal_bytes", "The journal's size on disk (with its WAL)"),
+    (
+        "disk_free",
+        "paigow_table_journal_disk_free_bytes",
+        "Space an unprivileged writer has on the journal's file system",
+    ),
 )
 
 

@@ -100,6 +100,7 @@ async def test_metrics_follow_rounds_refusals_devices_and_the_feed(
             assert value(found, "paigow_table_mqtt_connected") == 1
             assert value(found, "paigow_table_fault") == 0
             assert value(found, "paigow_table_journal_bytes") > 0
+            assert value(found, "paigow_table_journal_disk_free_bytes") > 0
             assert value(found, "paigow_table_latched_alarms_waiting") >= 1  # deck_integrity
             assert value(found, "paigow_table_latched_alarms", code="deck_integrity") == 1
             assert value(found, "paigow_table_latched_alarm_oldest_seconds") >= 0

@@ -77,6 +77,9 @@ def test_contents_list_the_unit_rules_config_and_venv(built: Built) -> None:
         f"{site}/controller/display/static/dealer.html",
         f"{site}/controller/display/static/dealer.js",
         f"{OPT}/docs/operations.md",
+        "/usr/share/paigow-table/prometheus/paigow.rules.yml",
+        "/usr/share/paigow-table/prometheus/paigow.rules.test.yml",
+        "/usr/share/paigow-table/grafana/paigow-floor.json",
     ):
         assert path in entries and entries[path].mode == "-rw-r--r--", path
     assert entries[f"{VENV}/bin/paigow-table"].mode == "-rwxr-xr-x"
