@@ -138,6 +138,14 @@ class JournalCheck:
                 f"{self.rounds} rounds, {self.events} events, {self.outbox} messages waiting"
             )
         more = f" (and {len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
+        if self.schema_version is not None and self.schema_version > SCHEMA_VERSION and not more:
+            # Not damage: a newer release migrated it (a downgrade). Salvage would be wrong.
+            return (
+                f"journal {self.path} was written by a newer paigow-table (journal schema "
+                f"{self.schema_version}; this program knows {SCHEMA_VERSION}): it is not damaged "
+                "and must not be salvaged; install the newer version again, or restore the "
+                "backup taken before the upgrade (docs/operations.md §8)"
+            )
         return (
             f"journal {self.path} is damaged: {self.problems[0]}{more}; copy out what is "
             f"readable with: paigow-table journal salvage --journal {self.path} --out NEW"
