@@ -331,9 +331,12 @@ class MqttService:
         try:
             while True:
                 if self._status_stale:
+                    # The status is no row of the outbox: a drain that was idle stays so, and a
+                    # commit meanwhile still goes out from its commit (_offer).
                     await self._publish_status(session, host)
                 self._nudge.clear()
                 host.outbox_changed.clear()
+                self._idle = False  # from here the drain reads or sends rows itself
                 if self._fresh:  # sent from their commit (_offer): their acknowledgements
                     fresh, self._fresh = self._fresh, []
                     await self._settle(journal, fresh)
@@ -341,13 +344,11 @@ class MqttService:
                 rows, through = await asyncio.to_thread(journal.pending_through, window)
                 if rows:
                     await self._publish_rows(session, journal, rows)
-                elif not self._status_stale:
-                    self._sent_through = through
-                    self._idle = True
-                    try:
-                        await _either(self._nudge, host.outbox_changed)
-                    finally:
-                        self._idle = False
+                    continue
+                self._sent_through = through
+                self._idle = True
+                if not self._status_stale:
+                    await _either(self._nudge, host.outbox_changed)
         finally:
             self._live = None
             self._idle = False
@@ -357,6 +358,12 @@ class MqttService:
                 with contextlib.suppress(sqlite3.Error):
                     await asyncio.to_thread(journal.mark_attempts, failed)
 
+    @property
+    def idle(self) -> bool:
+        """Whether the drain has found the outbox empty and reads nothing now: the next commit's
+        first message leaves from the commit itself."""
+        return self._live is not None and self._idle
+
     def _offer(self, rows: list[OutboxRow]) -> None:
         """A transaction has committed ``rows``: if the drain waits on an empty outbox (so these
         are the very next messages), send the first at once, without reading it back from the
@@ -364,7 +371,7 @@ class MqttService:
         else (a backlog, a message in flight, another thread's commit) is left to the drain,
         which the commit's ``outbox_changed`` wakes: this is only a shortcut, in order."""
         session = self._live
-        if session is None or not self._idle or self._status_stale:
+        if session is None or not self._idle:
             return
         try:
             if asyncio.get_running_loop() is not self._loop:

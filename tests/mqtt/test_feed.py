@@ -4,6 +4,7 @@ clean stop; commands answered on MQTT 3.1.1 and MQTT 5."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -14,11 +15,13 @@ import structlog
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from controller.messages import AlarmPayload
 from controller.mqtt.publisher import MqttService
 from simulators.mosquitto import Mosquitto
 from tests.harness import running_table
 from tests.mqtt.conftest import (
     PREFIX,
+    WAIT,
     Gate,
     Received,
     Subscriber,
@@ -105,8 +108,6 @@ async def test_feed_status_first_in_order_without_gaps_and_valid(
     assert online["state"] == "online" and online["software_version"] == software
     assert online["devices"] == {"shuffler": True, "rng": True}
     assert service.published >= last and service.connects == 1
-    # Sent from their commits (not read back by the drain), and still in order without gaps.
-    assert service.sent_at_commit >= 1
 
     # A consumer that connects later gets the retained status and devices, nothing else.
     async with Subscriber(broker.port, [f"{PREFIX}#"]) as late:
@@ -229,3 +230,37 @@ async def test_a_response_topic_outside_the_reply_prefix_is_not_used(
             assert reply.json["request_id"] == "x-1"
             assert not any(m.topic == f"{PREFIX}round" for m in sub.received)
     assert any(e["event"] == "response_topic_refused" for e in events)
+
+
+async def test_a_message_leaves_from_its_commit_when_the_drain_is_idle(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    """With the outbox empty, a commit's message is signed and written from the commit itself
+    (not read back by the drain), acknowledged and deleted like any, and the feed stays in
+    order: the next messages, dealt at once, follow it without a gap."""
+    service = MqttService()
+    async with (
+        Subscriber(broker.port, [f"{PREFIX}#"]) as sub,
+        running_table(tmp_path, services=[service], config_extra=mqtt_section(broker), seed=5) as t,
+    ):
+        await service.connected.wait()
+        await t.deal()
+        await outbox_empty(t.journal, service)
+        async with asyncio.timeout(WAIT):  # polling the publisher's state, not timing it
+            while not service.idle:
+                await asyncio.sleep(0.01)
+        before = service.sent_at_commit
+        alarm = AlarmPayload(code="clock_unsynchronized", severity="warning", detail="test")
+        t.daemon.record_own("alarm", alarm)  # one commit, one message, on the loop
+        assert service.sent_at_commit == before + 1  # sent before the call returned
+        got = await sub.until(on(f"{PREFIX}alarm"))
+        assert got.json["payload"]["detail"] == "test"
+        results = [await t.deal() for _ in range(2)]  # whatever path they take
+        last = t.journal.history.stats().message_seq
+        await sub.until(lambda m: sequenced(m) and m.json["seq"] == last)
+        await outbox_empty(t.journal, service)
+    feed = [m for m in sub.received if sequenced(m)]
+    assert [m.json["seq"] for m in feed] == list(range(1, last + 1))
+    assert len({m.json["msg_id"] for m in feed}) == len(feed)  # none sent twice
+    rounds = [m.json["payload"]["round_id"] for m in feed if m.topic == f"{PREFIX}round"]
+    assert rounds[-2:] == [r.round_id for r in results]
