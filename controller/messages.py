@@ -292,12 +292,31 @@ class CheckpointPayload(Payload):
     )
 
 
+IdentityText = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[ -~]+$")]
+
+
+class DeviceIdentity(_Model):
+    """What a device is, as the table's config names it ([devices.<name>.identity]): the
+    floor pools game protection's evidence by model and firmware, and keeps each table's
+    device history by serial (a swap is a new identity)."""
+
+    make: IdentityText | None = None
+    model: IdentityText | None = None
+    firmware: IdentityText | None = None
+    serial: IdentityText | None = None
+
+
 class DevicePayload(Payload):
     SCHEMA: ClassVar[str] = "paigow.device"
     TOPIC: ClassVar[str] = "device"
 
     device: str
     online: bool
+    identity: DeviceIdentity | None = Field(
+        None,
+        description="make, model, firmware and serial from the table's config (null: not "
+        "configured); a new one for the same device is a swap",
+    )
     detail: str = ""
 
 

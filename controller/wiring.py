@@ -31,6 +31,7 @@ from controller.journal.maintenance import check_journal
 from controller.journal.reserve import Reserve
 from controller.kept_state import KeptState, load_kept, record_house_way
 from controller.logging import bind_table, configure_logging
+from controller.messages import DeviceIdentity
 from controller.ports import PortClaimer, PortInUse, Service
 from controller.services.pole import PoleService
 from controller.software import SoftwareCheck, check_software
@@ -168,6 +169,11 @@ def table_settings(config: Config) -> TableSettings:
         corrections_per_round=limits.corrections_per_round,
         corrections_per_hour=limits.corrections_per_hour,
         way=load_way(config.rules.house_way),
+        identities={
+            name: DeviceIdentity(**device.identity.model_dump())
+            for name, device in config.devices.items()
+            if device.identity is not None
+        },
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from pit import devices
 from pit.db import Database, Limits
 
 #: A seq a status named but the pit lacks is usually on its way (the status goes out at once, the
@@ -156,6 +157,7 @@ class PageQueries:
                 (table_id,),
             )
         ]  # fmt: skip
+        tile["device_history"] = devices.history(self.db, table_id)
         return tile
 
     def pooled_protection(self, shufflers: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from controller.messages import (
     StatusPayload,
 )
 from pit.db import Incoming, Outcome, Shifts
+from pit.devices import DeviceHistory
 from pit.judge import Message
 from pit.record import RecordChecks
 from pit.writes import ALARMS, MISSING, PLAYERS, ROUNDS, ROW_COLUMNS, TableRow
@@ -48,6 +49,7 @@ class Projections:
         self.feed_keys = record.feed_keys
         self.limits = record.limits
         self.shifts = shifts
+        self.devices = DeviceHistory(self.db)
 
     def new_tables(self, batch: Sequence[Incoming]) -> None:
         """Rows for the batch's registered tables the pit has not met yet, made in one

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from controller.messages import (
     AlarmAckPayload,
     AlarmPayload,
+    DevicePayload,
     PlayerPayload,
     RoundPayload,
     StatusPayload,
@@ -320,6 +321,9 @@ class Store:
         if isinstance(msg.payload, StatusPayload):
             self.projections.status(msg, row, item, out, apply=implausible is None)
             return
+        if isinstance(msg.payload, DevicePayload) and implausible is None:
+            # What the device is: a retained state says so too (pit/devices.py orders by seq).
+            self.projections.devices.seen(msg.table_id, msg.seq, str(msg.data["time"]), msg.payload)
         if item.retained and (row.first_seq is None or msg.seq < row.first_seq):
             return  # an old retained device state never opens nor extends the copy
         self.projections.sequence(

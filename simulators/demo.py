@@ -57,12 +57,14 @@ driver = "reference_shuffler"
 role = "cards"
 transport = "serial"
 port = "{shuffler}"
+identity = {{ make = "Simulated", model = "SIM-SHF", firmware = "1.0", serial = "SIM-{table}-S" }}
 
 [devices.rng]
 driver = "reference_rng"
 role = "position"
 transport = "serial"
 port = "{rng}"
+identity = {{ make = "Simulated", model = "SIM-RNG", firmware = "1.0", serial = "SIM-{table}-R" }}
 
 [journal]
 path = "{journal}"

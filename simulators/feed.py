@@ -18,6 +18,7 @@ import hashlib
 import json
 import random
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -31,6 +32,7 @@ from controller.journal.store import chain_link
 from controller.messages import (
     AlarmPayload,
     CheckpointPayload,
+    DeviceIdentity,
     DevicePayload,
     Payload,
     PlayerPayload,
@@ -108,9 +110,16 @@ class SimTable:
         )
         return self._envelope(payload, now, sequenced=False)
 
-    def devices(self, now: datetime) -> list[tuple[str, dict[str, Any]]]:
+    def devices(
+        self, now: datetime, identities: Mapping[str, DeviceIdentity] | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """The shuffler's and the RNG box's status, each with its identity if given."""
+        known = identities or {}
         return [
-            self._envelope(DevicePayload(device=d, online=True, detail="simulated"), now)
+            self._envelope(
+                DevicePayload(device=d, online=True, detail="simulated", identity=known.get(d)),
+                now,
+            )
             for d in ("shuffler", "rng")
         ]
 

@@ -136,9 +136,26 @@ class PaytablesConfig(_Model):
         return self
 
 
+IdentityText = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[ -~]+$")]
+
+
+class DeviceIdentityConfig(_Model):
+    """``[devices.<name>.identity]``: what the device is, as its maker labels it (printable
+    ASCII, up to 64 characters each). Sent in the device's signed status; the pit keeps each
+    table's device history and pools game protection by model and firmware."""
+
+    make: IdentityText | None = None
+    model: IdentityText | None = None
+    firmware: IdentityText | None = None
+    serial: IdentityText | None = None
+
+
 class _DeviceBase(_Model):
     driver: str = Field(description="driver name, e.g. reference_shuffler")
     role: Role
+    identity: DeviceIdentityConfig | None = Field(
+        default=None, description="make, model, firmware and serial (docs/configuration.md)"
+    )
     options: dict[str, Annotated[Any, AfterValidator(option_value)]] = Field(
         default_factory=dict, description="driver-specific settings, validated by the driver"
     )

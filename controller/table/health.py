@@ -31,7 +31,14 @@ class Health:
         detail = event.detail if isinstance(event, DeviceOnline) else event.reason
         self.state.health.devices[event.device] = online
         effects: list[Effect] = [
-            DeviceChanged(DevicePayload(device=event.device, online=online, detail=detail)),
+            DeviceChanged(
+                DevicePayload(
+                    device=event.device,
+                    online=online,
+                    detail=detail,
+                    identity=self.env.settings.identities.get(event.device),
+                )
+            ),
             StatusChanged(status_of(self.state, self.env)),
         ]
         if not online:

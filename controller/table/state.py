@@ -25,6 +25,7 @@ from controller.game.setting import Rules, Setting
 from controller.game.way import Way
 from controller.messages import (
     AlarmPayload,
+    DeviceIdentity,
     FaultOut,
     PlayerPayload,
     PositionDraw,
@@ -68,6 +69,8 @@ class TableSettings:
     #: The House Way the dealer (and a player on the House Way) is set by: a way file
     #: (controller/game/way, docs/house-way.md); None: the filed way's rule code.
     way: Way | None = None
+    #: What each device is ([devices.<name>.identity]): sent in its status (DevicePayload).
+    identities: Mapping[str, DeviceIdentity] = field(default_factory=dict)
 
     def describe_rules(self) -> dict[str, Any]:
         described: dict[str, Any] = {

@@ -205,7 +205,8 @@ async def test_backlog_drain_rate(gated: Gate, tmp_path: Path, protocol: str) ->
             f"\nbacklog drain, MQTT {protocol}: {count} messages of {size / 1024:.1f} KiB in "
             f"{elapsed:.2f} s = {rate:.0f} msg/s"
         )
-        assert rate > 100
+        # The rate is a figure (printed; docs/performance.md), not asserted: a loaded machine
+        # gave 90 msg/s where a quiet one gives several hundred (issue 42).
 
 
 async def test_a_response_topic_outside_the_reply_prefix_is_not_used(

@@ -169,6 +169,12 @@ async def test_prometheus_scrapes_a_table_and_the_pit_and_the_rules_see_them(
                 "the pit stored nothing",
             )
             assert stored >= 4  # the table's rounds, its status and devices, PG-09's status
+            # The table said what its devices are (its config's identity, in the signed feed):
+            # the pit keeps them in the table's device history (issue 44).
+            detail = await pit.web.db(lambda s: s.pages.table_detail("PG-T1"))
+            assert detail is not None
+            shuffler = [d for d in detail["device_history"] if d["device"] == "shuffler"]
+            assert [(d["model"], d["serial"]) for d in shuffler] == [("SIM-SHF", "SIM-PG-T1-S")]
             count = await _value(http, url, "paigow_table_publish_seconds_count")
             assert count is not None and count >= 6
 

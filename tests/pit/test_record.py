@@ -11,7 +11,9 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from controller.journal.checkpoints import sign_checkpoint
-from pit import shift
+from controller.messages import DeviceIdentity
+from pit import devices, shift
+from pit.pages import PageQueries
 from pit.sessions import Sessions
 from pit.store import Incoming, Store, migrate
 from simulators.feed import SimTable, SimulatedKeys, wire
@@ -169,4 +171,38 @@ def test_game_protection_pooled_by_shuffler_and_model(db_url: str) -> None:
     assert model["tables"] == ["PG-20", "PG-21", "PG-22"] and model["rounds"] == 15
     assert model["protection_alarms"] == 1
     assert pools[("shuffler", "MDX-2 0733")]["protection_alarms"] == 0
+    store.close()
+
+
+def test_each_tables_device_history_keeps_every_identity_once_in_sequence_order(
+    db_url: str,
+) -> None:
+    """What a table's devices are, from its signed device messages: a row per identity from the
+    message that first carried it; the same identity again (a reconnect, a retained state) adds
+    nothing; a swap adds a row; a message read out of order is compared with the one before
+    its own seq, so the history is the table's, whatever order the broker gave."""
+    store = _store(db_url)
+    now = datetime.now(UTC)
+    a = DeviceIdentity(make="Acme Shufflers", model="MDX-2", firmware="4.1", serial="A-0001")
+    b = a.model_copy(update={"serial": "A-0002"})  # the shuffler swapped for another unit
+    c = b.model_copy(update={"firmware": "4.2"})  # then its firmware updated
+    table = SimTable("PG-02", key=KEY, seed=2)
+    first = table.devices(now, {"shuffler": a})  # seq 1 (shuffler), 2 (rng: no identity)
+    again = table.devices(now, {"shuffler": a})  # 3, 4
+    swap = table.devices(now, {"shuffler": b})  # 5, 6
+    later = table.devices(now, {"shuffler": c})  # 7, 8
+    store.ingest(_incoming(first), {})
+    # The broker gave the later ones first: the reconnect's seq 3 (identity a) arrives after
+    # seq 7 (identity c): compared with seq 1's, it is no swap back.
+    store.ingest(_incoming([*later, *swap, *again]), {})
+    rows = devices.history(store.db, "PG-02")
+    assert [(r["device"], r["since_seq"], r["serial"], r["firmware"]) for r in rows] == [
+        ("shuffler", 1, "A-0001", "4.1"),
+        ("shuffler", 5, "A-0002", "4.1"),
+        ("shuffler", 7, "A-0002", "4.2"),
+    ]
+    assert rows[0]["make"] == "Acme Shufflers" and rows[0]["model"] == "MDX-2"
+    # The page's table detail carries it.
+    detail = PageQueries(store.db).table_detail("PG-02")
+    assert detail is not None and detail["device_history"] == rows
     store.close()
