@@ -78,7 +78,7 @@ pytestmark = [
 
 #: The release upgraded from: f08d666 (2026-11-28), a build of 0.1.0 just before 5389a45 brought
 #: journal schema 4, so the upgrade migrates the journal (3 -> 4) and the pit's database (0003 ->
-#: 0006), and the downgrade meets a journal newer than the old table reads. It already had what
+#: 0007), and the downgrade meets a journal newer than the old table reads. It already had what
 #: an upgrade must keep: the signed feed (the table's feed key, the pit's registered keys), the
 #: pit as a casino installs it (its unit, user and conffile) and the journal in /var/lib.
 #: (455f07d, the last 0.1.0 CI passed, has schema 4 already: no migration to show.)
@@ -368,7 +368,7 @@ async def _upgrade_keeps_everything(built: Built, work: Path, url: str, kept: Ke
         assert path.with_name(path.name + ".dpkg-dist").is_file()
     assert _pit_rounds(url) >= kept.rounds
     migrated = _migrate_pit()
-    assert "0004" in migrated and "0006" in migrated, migrated
+    assert "0004" in migrated and "0007" in migrated, migrated
     assert _pit_rounds(url) >= kept.rounds
     assert _schema() == OLD_SCHEMA  # the package leaves the journal to the table's first start
     async with _pit(work):
