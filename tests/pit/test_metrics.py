@@ -110,3 +110,23 @@ async def test_pit_metrics_count_what_it_stored_rejected_and_the_floor(
             async with http.get(f"{url}/healthz") as r:
                 assert r.status == 200  # alive all the same
         await broker.start()
+
+
+def test_reject_reasons_cannot_grow_the_labels_without_bound() -> None:
+    """A flood's rejects name whatever a sender made up: a reason's label is its code only
+    when it looks like one, and only the first MAX_REASONS codes get a label of their own."""
+    from prometheus_client import generate_latest
+
+    from pit.metrics import MAX_REASONS, PitMetrics
+    from pit.store import Outcome
+
+    metrics = PitMetrics()
+    made_up = [(f"T{n}", f"code_{n}: from a sender") for n in range(200)]
+    hostile = [("T", 'bad"sig\n{x="1"}: injected'), ("T", "a b c"), ("T", "Ünïcode: x")]
+    outcome = Outcome(rejected=len(made_up) + len(hostile), rejects=made_up + hostile)
+    metrics.batch(outcome, len(made_up) + len(hostile), 0.01, 0.0)
+    found = samples(generate_latest(metrics.registry).decode())
+    reasons = {dict(k[1])["reason"] for k in found if k[0] == "paigow_pit_rejects_total"}
+    assert len(reasons) == MAX_REASONS + 1 and "other" in reasons
+    assert sum(v for k, v in found.items() if k[0] == "paigow_pit_rejects_total") == 203
+    assert not [r for r in reasons if '"' in r or "\n" in r or " " in r]
