@@ -66,8 +66,9 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
-def kernel_state() -> bool | None:
-    """The kernel's view (adjtimex with no modes: reads, changes nothing); None if refused."""
+def _adjtimex() -> tuple[int, _Timex] | None:
+    """adjtimex with no modes (it reads, changes nothing): its state and the struct; None if
+    the C library or the call is refused (EPERM under a seccomp filter, ENOSYS elsewhere)."""
     libc = _libc()
     if libc is None:
         return None
@@ -76,25 +77,25 @@ def kernel_state() -> bool | None:
         state = libc.adjtimex(ctypes.byref(timex))
     except (OSError, AttributeError):
         return None
-    if state < 0:  # EPERM under a seccomp filter, ENOSYS elsewhere
+    return None if state < 0 else (int(state), timex)
+
+
+def kernel_state() -> bool | None:
+    """The kernel's view of whether the clock is synchronised; None if it cannot tell."""
+    read = _adjtimex()
+    if read is None:
         return None
+    state, timex = read
     return state != _TIME_ERROR and not timex.status & _STA_UNSYNC
 
 
 def estimated_error() -> float | None:
-    """The kernel's estimated error of the clock in seconds (adjtimex's ``esterror``, read
-    only), while a time daemon disciplines it; None when unsynchronised or it cannot tell."""
-    libc = _libc()
-    if libc is None:
+    """The kernel's estimated error of the clock in seconds (adjtimex's ``esterror``), while a
+    time daemon disciplines it; None when unsynchronised or it cannot tell."""
+    read = _adjtimex()
+    if read is None or not kernel_state():
         return None
-    try:
-        timex = _Timex()
-        state = libc.adjtimex(ctypes.byref(timex))
-    except (OSError, AttributeError):
-        return None
-    if state < 0 or state == _TIME_ERROR or timex.status & _STA_UNSYNC:
-        return None
-    return float(timex.esterror) / 1e6  # microseconds, whatever STA_NANO says of the offset
+    return float(read[1].esterror) / 1e6  # microseconds, whatever STA_NANO says of the offset
 
 
 def clock_synchronized(flag: Path = TIMESYNCD_FLAG) -> bool | None:

@@ -12,26 +12,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
 
 from simulators.feed import SimTable, wire
 from simulators.mosquitto import Mosquitto
+from tests.mqtt.test_metrics import Samples, samples, value
 from tests.pit.conftest import KEY, publish
 from tests.pit.test_page import RunningPit, _config, _secret
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def samples(text: str) -> Samples:
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
-
-
-def value(found: Samples, name: str, **labels: str) -> float:
-    return found[(name, tuple(sorted(labels.items())))]
 
 
 async def test_pit_metrics_count_what_it_stored_rejected_and_the_floor(
