@@ -104,6 +104,12 @@ async def test_metrics_follow_rounds_refusals_devices_and_the_feed(
             assert value(found, "paigow_table_latched_alarms_waiting") >= 1  # deck_integrity
             assert value(found, "paigow_table_latched_alarms", code="deck_integrity") == 1
             assert value(found, "paigow_table_latched_alarm_oldest_seconds") >= 0
+            # Game protection's distance to each threshold, as its panel says.
+            panel = t.daemon.panel("protection")
+            assert panel is not None and panel["tests"]
+            for test in panel["tests"]:
+                ratio = value(found, "paigow_table_protection_threshold_ratio", test=test["name"])
+                assert ratio == test["statistic"] / test["threshold"]
             info = [k for k in found if k[0] == "paigow_table_info"]
             assert info and ("table_id", "PG-T1") in info[0][1]
             assert value(found, "process_resident_memory_bytes") > 0
