@@ -13,8 +13,11 @@ from pathlib import Path
 
 import aiohttp
 
+from pit.config import parse_pit_config
 from simulators.feed import SimTable, wire
 from simulators.mosquitto import Mosquitto
+from tests.display.conftest import unavailable
+from tests.display.test_access import non_loopback_address
 from tests.mqtt.test_metrics import Samples, samples, value
 from tests.pit.conftest import KEY, publish
 from tests.pit.test_page import RunningPit, _config, _secret
@@ -116,3 +119,39 @@ def test_reject_reasons_cannot_grow_the_labels_without_bound() -> None:
     assert len(reasons) == MAX_REASONS + 1 and "other" in reasons
     assert sum(v for k, v in found.items() if k[0] == "paigow_pit_rejects_total") == 203
     assert not [r for r in reasons if '"' in r or "\n" in r or " " in r]
+
+
+async def test_from_another_address_the_pits_probes_and_metrics_need_the_token(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    """Health answers the pit's own computer without a token; from any other address the
+    probes and the metrics are pages like any: 401 without the token (never the login page),
+    403 with a wrong one, served with the right one."""
+    address = non_loopback_address()
+    if address is None:
+        unavailable("this machine has no non-loopback address")
+    token = secrets.token_urlsafe(24)
+    token_file = _secret(tmp_path / "pit-token", token)
+    config = parse_pit_config(
+        f'[site]\nid = "demo"\n[broker]\nport = {broker.port}\nclient_id = "pit-remote"\n'
+        f'[database]\nurl = "sqlite:///{tmp_path / "pit.sqlite3"}"\n'
+        f'[web]\nhost = "0.0.0.0"\nport = 0\ntoken_file = "{token_file}"\n'
+        f'allowed_hosts = ["{address}"]\n'
+    )
+    async with RunningPit(config) as pit:
+        assert pit.web is not None
+        port = int(pit.web.url.rsplit(":", 1)[1])
+        remote, local = f"http://{address}:{port}", f"http://127.0.0.1:{port}"
+        async with aiohttp.ClientSession() as http:
+            for path in ("/healthz", "/readyz", "/metrics"):
+                async with http.get(f"{remote}{path}", allow_redirects=False) as r:
+                    assert r.status == 401, path
+                async with http.get(f"{remote}{path}", headers={"Authorization": "Bearer x"}) as r:
+                    assert r.status == 401, path  # a wrong token is no token
+                bearer = {"Authorization": f"Bearer {token}"}
+                async with http.get(f"{remote}{path}", headers=bearer) as r:
+                    assert r.status == 200, path
+            async with http.get(f"{local}/healthz") as r:
+                assert r.status == 200
+            async with http.get(f"{local}/metrics", allow_redirects=False) as r:
+                assert r.status == 401  # loopback or not, the metrics are a page
