@@ -170,6 +170,9 @@ def _configure(work: Path, broker_port: int, database_url: str) -> str:
     table = DEMO_CONFIG.format(
         table=TABLE, shuffler=work / "shuffler", rng=work / "rng", journal=JOURNAL
     )
+    # The config the older release was installed with: it knows no device identity (0.2.0's
+    # [devices.NAME] identity), which it would refuse as an unknown key.
+    table = "\n".join(line for line in table.splitlines() if not line.startswith("identity ="))
     table += "\n[display]\nenabled = false\n"
     table += table_mqtt_section(broker_port, checkpoint_key_file=TABLE_CHECKPOINT_KEY)
     _install_secret(table, TABLE_CONFIG, "paigow")
