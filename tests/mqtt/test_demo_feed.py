@@ -30,12 +30,22 @@ async def test_the_demo_publishes_and_prints_the_feed(tmp_path: Path) -> None:
     )
     args.journal = str(tmp_path / "journal.sqlite3")
     out = io.StringIO()
-    before = [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)]
-    assert await run_demo(args, out) == 0
-    # The daemon ignores a second SIGTERM while it closes; the process goes on, and must not
-    # keep ignoring it (a child inherits SIG_IGN: a process pool started later hung the suite).
-    assert [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)] == before
-    assert signal.SIG_IGN not in before
+    # Known handlers first: a suite started in the background (`make test &`) inherits SIGINT
+    # ignored from its shell, which would hide what this checks.
+    launched = [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)]
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        before = [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)]
+        assert await run_demo(args, out) == 0
+        # The daemon ignores a second SIGTERM while it closes; the process goes on, and must
+        # not keep ignoring it (a child inherits SIG_IGN: a process pool started later hung the
+        # suite).
+        after = [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)]
+    finally:
+        for sig, handler in zip((signal.SIGTERM, signal.SIGINT), launched, strict=True):
+            signal.signal(sig, handler)
+    assert after == before and signal.SIG_IGN not in after
     text = out.getvalue()
     assert "MQTT: a private Mosquitto on 127.0.0.1:" in text
     feed = [line for line in text.splitlines() if line.startswith("  mqtt ▸ ")]
