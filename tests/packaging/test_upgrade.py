@@ -255,7 +255,15 @@ async def _deal(work: Path, rounds: int) -> None:
                 await _until(lambda n=n: _settled(JOURNAL) >= n, proc)
         finally:
             proc.send_signal(signal.SIGTERM)
-            code = await asyncio.to_thread(proc.wait, 30)
+            try:  # generous: a loaded machine once kept the old release past 30 s
+                code = await asyncio.to_thread(proc.wait, 120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise AssertionError(
+                    "the table did not stop within 120 s of SIGTERM: "
+                    + (proc.stderr.read()[-3000:] if proc.stderr else "")
+                ) from None
         assert code == 0, proc.stderr.read() if proc.stderr else ""
 
 
