@@ -158,11 +158,12 @@ class TableMetrics:
             return
         self._host = host
         config = host.config
+        status = host.table.status()
         self.info.info(
             {
                 "table_id": config.table.id,
-                "version": host.table.status().software_version,
-                "house_way": host.table.status().house_way,
+                "version": status.software_version,
+                "house_way": status.house_way,
             }
         )
         for name in _device_names(config):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
@@ -162,8 +163,6 @@ class PitMetrics:
 
 
 def _lag(sent: str, now: float) -> float | None:
-    from datetime import datetime
-
     try:
         return max(now - datetime.fromisoformat(sent).timestamp(), 0.0)
     except ValueError:
