@@ -304,6 +304,11 @@ class DeviceIdentity(_Model):
     model: IdentityText | None = None
     firmware: IdentityText | None = None
     serial: IdentityText | None = None
+    role: Literal["cards", "position", "pole"] | None = Field(
+        None,
+        description="what the table uses it for (its config's role): cards, the shuffler or "
+        "shoe; position, the RNG box or dice reader; the floor pools each role's tests",
+    )
 
 
 class DevicePayload(Payload):

@@ -170,7 +170,7 @@ def table_settings(config: Config) -> TableSettings:
         corrections_per_hour=limits.corrections_per_hour,
         way=load_way(config.rules.house_way),
         identities={
-            name: DeviceIdentity(**device.identity.model_dump())
+            name: DeviceIdentity(**device.identity.model_dump(), role=device.role)
             for name, device in config.devices.items()
             if device.identity is not None
         },

@@ -217,8 +217,33 @@ class ShiftConfig(_Model):
 class ProtectionConfig(_Model):
     shufflers: dict[str, str] = Field(
         default_factory=dict,
-        description="each table's shuffler as 'MODEL SERIAL' (e.g. 'MDX-2 0451'): game "
-        "protection pooled by shuffler and by model across tables",
+        description="each table's shuffler as 'MODEL SERIAL' (e.g. 'MDX-2 0451'): the tables' "
+        "verdicts and deck faults counted by shuffler and by model (the older, counting view)",
+    )
+    pooled: bool = Field(
+        True,
+        description="run the game-protection tests over the floor's pooled rounds, by device "
+        "model and firmware and by moved serial (pit/floorwatch.py, docs/protection.md)",
+    )
+    false_alarms_per_year: float = Field(
+        0.1,
+        gt=0,
+        description="the whole floor's false alarms a year, the tables' own watches and the "
+        "pools together (0.1: one in ten years)",
+    )
+    pooled_share: float = Field(
+        0.5, gt=0, lt=1, description="the part of that budget the pools spend"
+    )
+    tables: int = Field(
+        0,
+        ge=0,
+        le=100_000,
+        description="the floor's tables the budget is spread over (0: the tables with a "
+        "registered feed key, read at start)",
+    )
+    rounds_per_table_year: int = Field(300_000, ge=1, le=10_000_000)
+    every: float = Field(
+        5.0, gt=0, le=3600, description="seconds between two takes of the stored rounds"
     )
 
 

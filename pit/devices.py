@@ -15,6 +15,8 @@ from controller.messages import DevicePayload
 from pit.db import Database
 
 FIELDS = ("make", "model", "firmware", "serial")
+#: What a row keeps: the identity and the role the table gives the device (cards, position).
+KEPT = (*FIELDS, "role")
 
 
 class DeviceHistory:
@@ -28,9 +30,9 @@ class DeviceHistory:
         True if it made one (the first identity, or a change)."""
         if p.identity is None:
             return False
-        identity = tuple(getattr(p.identity, f) for f in FIELDS)
+        identity = tuple(getattr(p.identity, f) for f in KEPT)
         before = self.db.one(
-            "SELECT make, model, firmware, serial FROM device_history "
+            "SELECT make, model, firmware, serial, role FROM device_history "
             "WHERE table_id = ? AND device = ? AND first_seq < ? ORDER BY first_seq DESC LIMIT 1",
             (table_id, p.device, seq),
         )
@@ -38,7 +40,7 @@ class DeviceHistory:
             return False
         self.db.x(
             "INSERT INTO device_history (table_id, device, first_seq, first_seen, make, model, "
-            "firmware, serial) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            "firmware, serial, role) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (table_id, p.device, seq, at, *identity),
         )
         return True
@@ -47,11 +49,12 @@ class DeviceHistory:
 def history(db: Database, table_id: str) -> list[dict[str, Any]]:
     """A table's devices as they were, oldest first (the page's table detail, the CLI)."""
     rows = db.all(
-        "SELECT device, first_seq, first_seen, make, model, firmware, serial FROM device_history "
+        "SELECT device, first_seq, first_seen, make, model, firmware, serial, role "
+        "FROM device_history "
         "WHERE table_id = ? ORDER BY device, first_seq",
         (table_id,),
     )
     return [
-        {"device": r[0], "since_seq": r[1], "since": r[2], **dict(zip(FIELDS, r[3:], strict=True))}
+        {"device": r[0], "since_seq": r[1], "since": r[2], **dict(zip(KEPT, r[3:], strict=True))}
         for r in rows
     ]

@@ -10,16 +10,19 @@ it stands for, and the count starts again once the link is back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import signal
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from pit.config import PitConfig, PitConfigError, read_hex_key
-from pit.db import down_reason
+from pit.db import down_reason, name_thread
+from pit.floorwatch import FloorProtection, budget_of
 from pit.ingest import Ingest
 from pit.keys import FeedKeys
 from pit.pagedb import PageStore
@@ -182,6 +185,16 @@ class Pit:
             else None
         )
 
+        #: the floor's pooled game protection (issue 44), stepped in a thread of its own
+        self.floor = (
+            FloorProtection(
+                config.database_url,
+                budget_of(config.protection, lambda: len(feed_keys_of(config).tables())),
+            )
+            if config.protection.pooled
+            else None
+        )
+
         if self.web is not None:
             from pit.metrics import PitMetrics
 
@@ -208,6 +221,8 @@ class Pit:
         if applied:
             log.info("pit_migrated %s", ",".join(applied))
         tasks = [asyncio.create_task(self.ingest.run(stop), name="pit-ingest")]
+        if self.floor is not None:
+            tasks.append(asyncio.create_task(self._floor_watch(stop), name="pit-floor"))
         if self.web is not None:
             tasks.append(asyncio.create_task(self.web.run(stop), name="pit-web"))
         try:
@@ -216,6 +231,34 @@ class Pit:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _floor_watch(self, stop: asyncio.Event) -> None:
+        """Every ``[protection] every`` s, the stored rounds into the floor's pools (its own
+        thread and connection: the ingest never waits for it). A failure is logged and tried
+        again next time; the rounds wait in the database meanwhile."""
+        floor = self.floor
+        assert floor is not None
+        executor = ThreadPoolExecutor(1, "pit-floor", initializer=name_thread("pit-floor-db"))
+        loop = asyncio.get_running_loop()
+        failing = False
+        try:
+            while not stop.is_set():
+                try:
+                    alarms = await loop.run_in_executor(executor, floor.step)
+                    failing = False
+                except Exception as exc:
+                    if not failing:
+                        log.warning("pit_floor_protection_failed %s: %s", type(exc).__name__, exc)
+                    failing = True
+                    alarms = []
+                for alarm in alarms:
+                    if self.web is not None:
+                        self.web.hub.touch(alarm["table_id"])
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.config.protection.every)
+        finally:
+            await loop.run_in_executor(executor, floor.close)
+            executor.shutdown(wait=False)
 
 
 async def run_pit(config: PitConfig, ready: Callable[[Pit], None] | None = None) -> int:

@@ -33,6 +33,7 @@ from pit import shift as shift_numbers
 from pit.broker import BrokerError, link, publish_once
 from pit.config import PitConfig, read_hex_key
 from pit.db import Outcome
+from pit.floorwatch import floor_view
 from pit.gate import Gate, json_body
 from pit.metrics import PitMetrics, monitoring_routes
 from pit.pagedb import PageDatabase, PageStore
@@ -278,8 +279,11 @@ class PitWeb:
 
     async def protection(self, request: web.Request) -> web.Response:
         shufflers = self.config.protection.shufflers
-        pools = await self.db(lambda s: s.pages.pooled_protection(shufflers))
-        return web.json_response({"pools": pools})
+
+        def read(s: PageStore) -> dict[str, Any]:
+            return {"pools": s.pages.pooled_protection(shufflers), "floor": floor_view(s.db)}
+
+        return web.json_response(await self.db(read))
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         """The live stream: the whole floor at once (also right after a reconnect), then the

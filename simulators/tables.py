@@ -195,6 +195,8 @@ class TableDaemon:
     extra: str = ""
     display_port: int | None = None
     seed: int = 1
+    #: a biased simulated shuffler by name (simulators/biased.py), to see game protection work
+    bias: str | None = None
     dealt: int = 0
     shuffler: ShufflerSimulator | None = None
     rng: RngSimulator | None = None
@@ -238,7 +240,7 @@ class TableDaemon:
 
     async def open_devices(self) -> None:
         self.shuffler = ShufflerSimulator(
-            PtyPort(self.workdir / "shuffler"), seed=self.seed, interval=0.0
+            PtyPort(self.workdir / "shuffler"), seed=self.seed, interval=0.0, bias=self.bias
         )
         self.rng = RngSimulator(PtyPort(self.workdir / "rng"), seed=self.seed)
         await self.shuffler.port.open()

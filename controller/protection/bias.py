@@ -28,6 +28,7 @@ SEAT_RATIOS = (2.0, 4.0)
 
 class RngBias(CountingCheck):
     name = "rng_bias"
+    reads_deal = False
     title = "RNG numbers, mild to gross bias"
     watches = (
         "each RNG draw's number against 1/7 each; CUSUMs per number for it drawn 1.1, 1.2, 1.3,"
@@ -77,6 +78,7 @@ class DiceBias(CountingCheck):
     ·(3-n))/3 for n dice showing the face, mean exactly 1."""
 
     name = "dice_bias"
+    reads_deal = False
     title = "Each die, mild to gross bias"
     watches = (
         "each die's face (first, second, third as read) against 1/6; CUSUMs per die and face "

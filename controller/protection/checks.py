@@ -83,6 +83,9 @@ class Check(ABC):
     watches = ""
     advice = ""
     severity = "warning"
+    #: whether it reads the cards (False: the first-position draw's tests, which read ``obs``
+    #: alone; a watch of those alone skips the work on the deal)
+    reads_deal = True
 
     def __init__(self, base: Sequence[float]) -> None:
         self.bank = Bank(base)
@@ -183,6 +186,7 @@ class CountingCheck(Check):
 
 class RngNumber(CountingCheck):
     name = "rng_number"
+    reads_deal = False
     title = "RNG numbers 1–7"
     watches = "each RNG draw's number against 1/7 each (CUSUM per number: drawn 1.5× its share)"
     advice = "swap the RNG box and send it for testing"
@@ -212,6 +216,7 @@ class RngNumber(CountingCheck):
 
 class DiceSum(CountingCheck):
     name = "dice_sum"
+    reads_deal = False
     title = "Sum of the three dice"
     watches = (
         "each dice draw's sum 3–18 against the exact distribution of 216 throws (CUSUM per "
@@ -251,6 +256,7 @@ class DiceSum(CountingCheck):
 
 class DiceFace(CountingCheck):
     name = "dice_face"
+    reads_deal = False
     title = "Dice faces"
     watches = (
         "how many of the three dice show each face, against 1/6 each (CUSUM per face: one die"

@@ -137,3 +137,31 @@ class Bank:
             self.last[i] = last
             self.start[i] = start
             self.start_time[i] = None if when is None else datetime.fromisoformat(when)
+
+
+class SumBank(Bank):
+    """The same CUSUMs' increments summed without the clamp at zero: a pooled CUSUM's evidence
+    split by member (``pit.pooling``: each table's log-likelihood ratio over the window of a
+    finding, replayed through the test's own code with this bank in place of its own)."""
+
+    __slots__ = ()
+
+    def add(self, i: int, x: float, n: int, now: datetime) -> float:
+        v = self.value[i] + self.base[i] * (n - 1 - self.last[i]) + x
+        self.value[i] = v
+        self.last[i] = n
+        return v
+
+    def add_all(
+        self, indices: Sequence[int], xs: Sequence[float], n: int, now: datetime
+    ) -> tuple[int, float]:
+        best, best_v = 0, -1.0
+        for i, x in zip(indices, xs, strict=True):
+            v = self.add(i, x, n, now)
+            if v > best_v:
+                best, best_v = i, v
+        return best, best_v
+
+    def total(self, i: int, n: int) -> float:
+        """CUSUM i's summed increments over rounds 1..n (n ≥ its last event)."""
+        return self.value[i] + self.base[i] * (n - self.last[i])

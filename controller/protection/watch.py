@@ -116,6 +116,7 @@ class Finding:
     reference: str = ""
     alternative: str = ""
     evidence: str = ""
+    cusum: int = -1  # which of the test's CUSUMs (``Watch.check(test).label(cusum)``)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -186,6 +187,11 @@ class TestState:
         }
 
 
+def _draw_round(obs: DealObservation) -> Round:
+    """A round as the draw's tests read it (they read only ``obs``): no work on the cards."""
+    return Round(obs, [], [], [], [], 0, (), None, [], [])
+
+
 def p_value(check: Check, statistic: float) -> float:
     """P(a fair device drives any of the check's CUSUMs to ``statistic`` within its rounds) ≤
     CUSUMs · rounds · e^-statistic (Ville's inequality for each start, and a union bound)."""
@@ -202,6 +208,37 @@ class _Slot:
         self.alarmed_since: datetime | None = None
         self.reset_at: datetime | None = None
         self.history: deque[tuple[int, float]] = deque(maxlen=points)
+
+
+class DealHistory:
+    """The deals a watch compares each new deal with (the last ``recent_deals``, newest last).
+    A table's watch keeps its own; the floor's pooled watch (``pit.pooling``) keeps one per
+    table and passes it to :meth:`Watch.observe`, so one table's deal is only ever compared
+    with that table's earlier deals, never with another table's."""
+
+    __slots__ = ("recent", "where")
+
+    def __init__(self, recent_deals: int) -> None:
+        self.recent: deque[tuple[tuple[int, ...], frozenset[int]]] = deque(maxlen=recent_deals)
+        self.where: dict[int, list[int]] = {}  # id of a recent deal's tuple → ``where_dealt``
+
+    def orders(self, obs: DealObservation, dealt: list[int]) -> list[OrderView]:
+        """This deal against the earlier deals of ``LAGS`` (those there are)."""
+        orders: list[OrderView] = []
+        for lag in LAGS:
+            if len(self.recent) >= lag:
+                earlier = self.recent[-lag][0]
+                where = self.where.get(id(earlier))
+                if where is None:
+                    where = self.where[id(earlier)] = where_dealt(earlier)
+                orders.append(order_view(lag, earlier, dealt, obs.stub, where))
+        return orders
+
+    def push(self, obs: DealObservation) -> None:
+        """Remember a deal (after it was observed; or one dealt before the watch began)."""
+        self.recent.append((tuple(obs.dealt), frozenset(obs.stub)))
+        kept = {id(d) for d, _ in list(self.recent)[-len(LAGS) :]}
+        self.where = {k: v for k, v in self.where.items() if k in kept}
 
 
 class Watch:
@@ -225,62 +262,26 @@ class Watch:
             # Each CUSUM may false-alarm at most per_check / size a round: e^-threshold.
             slot.check.threshold = math.log(slot.check.size / per_check)
         self._by_name = {slot.check.name: slot for slot in self._slots}
-        self._recent: deque[tuple[tuple[int, ...], frozenset[int]]] = deque(
-            maxlen=self.config.recent_deals
-        )
+        self.history = DealHistory(self.config.recent_deals)
+        #: whether any test reads the cards (a watch of the draw's tests alone does not)
+        self._reads_deal = any(slot.check.reads_deal for slot in self._slots)
         self.rounds = 0
-        self._where: dict[int, list[int]] = {}  # id of a recent deal's tuple → ``where_dealt``
 
     @property
     def names(self) -> list[str]:
         """The tests' names, in panel order."""
         return [slot.check.name for slot in self._slots]
 
-    def observe(self, obs: DealObservation, now: datetime) -> list[Finding]:  # noqa: C901 — the watch's one pass over its tests
+    def observe(
+        self, obs: DealObservation, now: datetime, history: DealHistory | None = None
+    ) -> list[Finding]:
         """Count one settled round in every test it concerns; the tests that crossed their
-        threshold in this round and had not already alarmed since their last reset."""
+        threshold in this round and had not already alarmed since their last reset.
+        ``history``: the earlier deals of the table this deal is from (default: the watch's own,
+        a table's watch)."""
         self.rounds += 1
-        dealt = obs.dealt
-        packet_of = [PACKETS] * DECK_CARDS
-        place_of = [PACKET_SIZE] * DECK_CARDS
-        for k, packet in enumerate(obs.packets):
-            for j, c in enumerate(packet):
-                packet_of[c] = k
-                place_of[c] = j
-        categories = [0] * PACKETS
-        dealer_key = 0
-        for k, packet in enumerate(obs.packets):
-            key = evaluate(packet)
-            categories[obs.positions[k] - 1] = key >> 20
-            if obs.positions[k] == 1:
-                dealer_key = key
-        seat_of = [PACKETS] * DECK_CARDS
-        for k, packet in enumerate(obs.packets):
-            seat = obs.positions[k] - 1
-            for c in packet:
-                seat_of[c] = seat
-        orders: list[OrderView] = []
-        for lag in LAGS:
-            if len(self._recent) >= lag:
-                earlier = self._recent[-lag][0]
-                where = self._where.get(id(earlier))
-                if where is None:
-                    where = self._where[id(earlier)] = where_dealt(earlier)
-                orders.append(order_view(lag, earlier, dealt, obs.stub, where))
-        # The previous deal's relative order (``checks.relative_order``), from the view.
-        inverse = orders[0].place if orders else None
-        r = Round(
-            obs,
-            dealt,
-            packet_of,
-            place_of,
-            categories,
-            dealer_key,
-            self._recent,
-            inverse,
-            seat_of,
-            orders,
-        )
+        history = self.history if history is None else history
+        r = self._round(obs, history) if self._reads_deal else _draw_round(obs)
         findings: list[Finding] = []
         every = self.config.chart_every
         for slot in self._slots:
@@ -294,10 +295,45 @@ class Watch:
                 findings.append(self._finding(slot, i, value, now))
             if check.rounds % every == 0:
                 slot.history.append((check.rounds, check.bank.top(check.rounds)[1]))
-        self._recent.append((tuple(dealt), frozenset(obs.stub)))
-        kept = {id(d) for d, _ in list(self._recent)[-len(LAGS) :]}
-        self._where = {k: v for k, v in self._where.items() if k in kept}
+        if self._reads_deal:
+            history.push(obs)
         return findings
+
+    @staticmethod
+    def _round(obs: DealObservation, history: DealHistory) -> Round:
+        """What the tests read of a deal: each card's packet, place and seat, each position's
+        hand category, and its order against the earlier deals of ``history``."""
+        dealt = obs.dealt
+        packet_of = [PACKETS] * DECK_CARDS
+        place_of = [PACKET_SIZE] * DECK_CARDS
+        seat_of = [PACKETS] * DECK_CARDS
+        categories = [0] * PACKETS
+        dealer_key = 0
+        for k, packet in enumerate(obs.packets):
+            seat = obs.positions[k] - 1
+            for j, c in enumerate(packet):
+                packet_of[c] = k
+                place_of[c] = j
+                seat_of[c] = seat
+            key = evaluate(packet)
+            categories[seat] = key >> 20
+            if seat == 0:
+                dealer_key = key
+        orders = history.orders(obs, dealt)
+        # The previous deal's relative order (``checks.relative_order``), from the view.
+        inverse = orders[0].place if orders else None
+        return Round(
+            obs,
+            dealt,
+            packet_of,
+            place_of,
+            categories,
+            dealer_key,
+            history.recent,
+            inverse,
+            seat_of,
+            orders,
+        )
 
     def _finding(self, slot: _Slot, i: int, value: float, now: datetime) -> Finding:
         check = slot.check
@@ -319,7 +355,12 @@ class Watch:
             reference=check.reference(i),
             alternative=check.alternative(i),
             evidence=check.evidence(i),
+            cusum=i,
         )
+
+    def check(self, name: str) -> Check:
+        """The running test of that name; KeyError for one this watch does not run."""
+        return self._by_name[name].check
 
     def reset(self, test: str | None, now: datetime) -> None:
         """Clear one test (or every test, for None): its evidence, counts, chart and alarm, so it
@@ -367,7 +408,7 @@ class Watch:
         return {
             "version": STATE_VERSION,
             "rounds": self.rounds,
-            "recent": [[list(dealt), sorted(stub)] for dealt, stub in self._recent],
+            "recent": [[list(dealt), sorted(stub)] for dealt, stub in self.history.recent],
             "tests": {
                 slot.check.name: {
                     "rounds": slot.check.rounds,
@@ -382,10 +423,18 @@ class Watch:
         }
 
     @classmethod
-    def from_state(cls, state: dict[str, Any], config: ProtectionConfig | None = None) -> Watch:
-        """A watch that carries on from ``to_state``'s data (thresholds from ``config``).
-        ValueError says what does not fit; a test the state does not hold starts afresh."""
-        watch = cls(config)
+    def from_state(
+        cls,
+        state: dict[str, Any],
+        config: ProtectionConfig | None = None,
+        *,
+        checks: Sequence[Callable[[], Check]] = ALL_CHECKS,
+        shares: int | None = None,
+    ) -> Watch:
+        """A watch that carries on from ``to_state``'s data (thresholds from ``config``; the
+        tests ``checks`` as in the constructor). ValueError says what does not fit; a test the
+        state does not hold starts afresh."""
+        watch = cls(config, checks=checks, shares=shares)
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise ValueError(f"protection state: not a version {STATE_VERSION} state")
         rounds = state.get("rounds")
@@ -403,7 +452,7 @@ class Watch:
                 or len(item[0]) != DEALT
             ):
                 raise ValueError("protection state: a recent deal must be [49 cards, stub]")
-            watch._recent.append(
+            watch.history.recent.append(
                 (tuple(int(c) for c in item[0]), frozenset(int(c) for c in item[1]))
             )
         tests = state.get("tests")

@@ -232,10 +232,75 @@ async function shift() {
     rows.map((r) => `<tr>${cols.map(([k], i) => `<td class="${i < 2 ? "l" : ""}">${k.includes("hold") ? pct(r[k]) : esc(r[k])}</td>`).join("")}</tr>`).join("");
 }
 
+// The floor's pooled protection: each pool's tests as bars (statistic ÷ threshold, red when
+// alarmed), its tables with their rounds; each finding with whose it is (one table or the
+// model) and the tables' shares of its evidence, acknowledged with a supervisor's badge and PIN.
+function bar(t) {
+  const ratio = t.threshold > 0 ? Math.min(1, t.statistic / t.threshold) : 0;
+  const cls = t.alarmed_since ? "alarmed" : ratio > 0.5 ? "warm" : "";
+  return `<div class="pbar ${cls}" title="${esc(t.worst || t.title)}"><span class="pname">${esc(t.title)}</span>
+    <span class="ptrack"><span class="pfill" style="width:${(100 * ratio).toFixed(1)}%"></span></span>
+    <span class="pval">${t.statistic.toFixed(1)} / ${t.threshold.toFixed(1)}</span></div>`;
+}
+
+const VERDICT = {table: "one table's device", model: "the model", device: "this device, wherever it was", undecided: "not yet decided"};
+
+function finding(f) {
+  const a = f.attribution, x = f.finding;
+  const max = Math.max(1e-9, ...a.shares.map((s) => Math.abs(s.llr)));
+  const shares = a.shares.slice(0, 12).map((s) => `<div class="share ${s.llr > 0 ? "pos" : "neg"}"><span>${esc(s.table)}</span>
+    <span class="ptrack"><span class="pfill" style="width:${(100 * Math.abs(s.llr) / max).toFixed(1)}%"></span></span>
+    <span>${s.llr.toFixed(1)} nats · ${s.rounds} rounds</span></div>`).join("");
+  const open = f.acked_at == null;
+  return `<article class="finding ${open ? "open" : "done"}" data-pool="${esc(f.pool)}">
+    <h3>${esc(f.label)} — ${esc(x.title)}: ${esc(x.detail)}</h3>
+    <p><b>Whose:</b> <span class="verdict">${esc(VERDICT[a.verdict] || a.verdict)}${a.table && a.verdict !== "model" ? ": " + esc(a.table) : ""}</span>
+      · ${x.statistic.toFixed(1)} nats against ${x.threshold.toFixed(1)} in ${x.rounds} rounds since ${esc(timeAt(x.since))}</p>
+    <p class="advice">${esc(f.advice)}</p>
+    <div class="shares">${shares}</div>
+    ${open ? `<button class="btn small" data-floor-ack="${esc(f.alarm_id)}">Acknowledge</button>`
+      : `<p class="small muted">Acknowledged by ${esc(f.acked_by)} at ${esc(timeAt(f.acked_at))}: the test started again</p>`}
+  </article>`;
+}
+
+function floorView(floor) {
+  const pools = (floor && floor.pools) || [], findings = (floor && floor.findings) || [];
+  $("floor-tile").hidden = pools.length === 0 && findings.length === 0;
+  const b = floor && floor.budget;
+  $("floor-budget").textContent = b ? `The floor's budget: ${b.false_alarms_per_year} false alarms a year over ${b.tables} tables — ` +
+    `${(100 * b.pooled_share).toFixed(0)} % to these pools, the rest to the tables' own watches ` +
+    `(each table's false_alarms_per_year: ${b.table_false_alarms_per_year.toPrecision(2)}).` : "";
+  const seen = new Set();
+  const latest = findings.filter((f) => { const k = f.alarm_id; if (seen.has(k)) return false; seen.add(k); return true; });
+  $("floor-findings").innerHTML = latest.map(finding).join("");
+  $("floor-ack").hidden = !latest.some((f) => f.acked_at == null);
+  $("floor-pools").innerHTML = pools.map((p) => `<div class="pool" data-pool="${esc(p.pool)}">
+    <h3>${esc(p.label)} <small>${p.kind === "serial" ? "one device, moved between tables" : "model and firmware"} · ${p.tables.length} table${p.tables.length === 1 ? "" : "s"} · ${p.rounds} rounds</small></h3>
+    ${p.tests.slice(0, 6).map(bar).join("")}
+    <p class="small muted">${p.tables.slice(0, 20).map((t) => `${esc(t.table)} ${t.rounds}`).join(" · ")}${p.tables.length > 20 ? " …" : ""}</p></div>`).join("");
+}
+
+document.addEventListener("click", async (e) => {
+  const ack = e.target.closest("[data-floor-ack]");
+  if (!ack) return;
+  const badge = $("floor-badge").value.trim(), pin = $("floor-pin").value;
+  const said = $("floor-said");
+  const say = (text, ok) => { said.textContent = text; said.hidden = false; said.classList.toggle("refused", !ok); };
+  if (!badge || !pin) { say("The supervisor's badge and PIN first.", false); $(badge ? "floor-pin" : "floor-badge").focus(); return; }
+  const r = await fetch("/api/record-ack", {method: "POST", headers: {"Content-Type": "application/json"},
+    body: JSON.stringify({id: ack.dataset.floorAck, badge, pin})});
+  const data = await r.json().catch(() => ({}));
+  $("floor-pin").value = "";
+  say(r.ok && data.ok ? "Acknowledged: that pool's test starts again." : (data.error || "refused"), r.ok && data.ok);
+  pools();
+});
+
 async function pools() {
   const r = await fetch("/api/protection");
   if (!r.ok) return;
-  const rows = (await r.json()).pools;
+  const body = await r.json();
+  floorView(body.floor);
+  const rows = body.pools;
   $("pools-tile").hidden = rows.length === 0;
   const pct = (v) => v == null ? "—" : (100 * v).toFixed(2) + "%";
   $("pools").innerHTML = `<tr><th class="l">Pooled by</th><th class="l">Shuffler</th><th class="l">Tables</th><th>Rounds</th>

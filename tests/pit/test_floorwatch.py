@@ -1,0 +1,167 @@
+"""The floor's pooled game protection in the pit (pit/floorwatch.py), on SQLite and PostgreSQL:
+stored rounds taken once into the pools of the devices the tables said they have, a finding
+raised as a record alarm with its attribution, acknowledged with a supervisor's name (which
+restarts the test), and a restart that neither counts a round twice nor raises an alarm twice."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+
+from controller.messages import DeviceIdentity
+from pit.floorwatch import FloorProtection, floor_view
+from pit.pooling import FloorBudget
+from pit.sessions import Sessions
+from pit.store import Incoming, Store, migrate
+from simulators.feed import SimTable, SimulatedKeys, wire
+from tests.pit.conftest import KEY
+
+ROOT = "casino/demo/paigow/"
+SHUFFLER = DeviceIdentity(make="Acme", model="MDX-2", firmware="4.1", role="cards")
+RNG = DeviceIdentity(make="Acme", model="RNG-7", firmware="1.0", role="position")
+POOL = "model:position:Acme|RNG-7|1.0"
+
+
+def _store(url: str) -> Store:
+    migrate(url)
+    return Store(url, default_checkpoint_key=KEY, root=ROOT, feed_keys=SimulatedKeys())
+
+
+def _incoming(messages: list[tuple[str, dict[str, object]]]) -> list[Incoming]:
+    return [Incoming(t, wire(b), False, time.time()) for t, b in messages]
+
+
+def _tables(store: Store, n: int, start: datetime) -> list[SimTable]:
+    tables = []
+    for i in range(n):
+        t = SimTable(f"PG-{i:02d}", key=KEY, seed=i + 1)
+        ids = {
+            "shuffler": SHUFFLER.model_copy(update={"serial": f"S-{i}"}),
+            "rng": RNG.model_copy(update={"serial": f"R-{i}"}),
+        }
+        store.ingest(_incoming(t.devices(start, ids)), {})
+        tables.append(t)
+    return tables
+
+
+def _deal(store: Store, tables: list[SimTable], rounds: int, start: datetime) -> None:
+    for n in range(rounds):
+        batch = []
+        for t in tables:
+            batch += t.next_round(start + timedelta(seconds=n))
+        store.ingest(_incoming(batch), {})
+
+
+def test_a_models_weakness_raised_once_attributed_acknowledged_and_restarted(db_url: str) -> None:
+    """The simulated tables' RNG boxes all draw 1 (a model's weakness, as far as the floor can
+    tell): the pool of that model finds it, says the model and names the tables; a pit started
+    again on the same database takes no round twice and raises nothing twice; the supervisor's
+    acknowledgement restarts the test."""
+    store = _store(db_url)
+    start = datetime.now(UTC) - timedelta(minutes=5)
+    tables = _tables(store, 4, start)
+    _deal(store, tables, 14, start)
+    floor = FloorProtection(db_url, FloorBudget(tables=4))
+    alarms = floor.step()
+    settled = store.db.one("SELECT count(*) FROM rounds WHERE status = 'settled'")[0]
+    assert floor.rounds_taken == store.db.one("SELECT count(*) FROM rounds")[0] >= settled > 20
+    assert [a["kind"] for a in alarms] == ["pooled_protection"]
+    assert alarms[0]["table_id"] == "floor" and "RNG-7" in alarms[0]["detail"]
+    view = floor_view(store.db)
+    finding = view["findings"][0]
+    assert finding["pool"] == POOL and finding["attribution"]["verdict"] == "model"
+    assert finding["finding"]["test"] in ("rng_number", "rng_bias")
+    assert {s["table"] for s in finding["attribution"]["shares"]} == {t.table_id for t in tables}
+    pools = {p["pool"]: p for p in view["pools"]}
+    assert set(pools) == {POOL, "model:cards:Acme|MDX-2|4.1"}
+    assert {t["table"] for t in pools[POOL]["tables"]} == {t.table_id for t in tables}
+    assert view["budget"]["tables"] == 4 and view["budget"]["table_false_alarms_per_year"] == 0.0125
+    rounds_before = pools[POOL]["rounds"]
+
+    # Nothing new: nothing taken, nothing raised. A pit started again (a new worker on the
+    # same database) carries on from the saved state: no round counted twice, no alarm twice.
+    assert floor.step() == []
+    floor.close()
+    again = FloorProtection(db_url, FloorBudget(tables=4))
+    assert again.step() == []
+    _deal(store, tables, 3, start + timedelta(minutes=1))
+    assert again.step() == []  # the test stays alarmed until acknowledged: no second alarm
+    pools = {p["pool"]: p for p in floor_view(store.db)["pools"]}
+    assert pools[POOL]["rounds"] > rounds_before
+    assert store.db.one("SELECT count(*) FROM rounds WHERE pooled = 0")[0] == 0
+    count = store.db.one("SELECT count(*) FROM record_alarms WHERE kind = 'pooled_protection'")
+    assert count is not None and count[0] == 1
+
+    # Acknowledged by a named supervisor (the page does it with badge + PIN): the test
+    # restarts, and the same weakness is found again from fresh evidence.
+    assert Sessions(store.db).acknowledge_record_alarm(alarms[0]["id"], "S-1 Sam")
+    assert again.step() == []
+    state = {
+        t["name"]: t for t in {p["pool"]: p for p in floor_view(store.db)["pools"]}[POOL]["tests"]
+    }
+    assert state[finding["finding"]["test"]]["alarmed_since"] is None
+    _deal(store, tables, 14, start + timedelta(minutes=2))
+    second = again.step()
+    assert [a["kind"] for a in second] == ["pooled_protection"]
+    assert floor_view(store.db)["findings"][1]["acked_by"] == "S-1 Sam"
+    again.close()
+    store.close()
+
+
+def test_rounds_without_named_devices_are_not_pooled_and_a_correction_is_not_taken_twice(
+    db_url: str,
+) -> None:
+    store = _store(db_url)
+    start = datetime.now(UTC) - timedelta(minutes=5)
+    table = SimTable("PG-50", key=KEY, seed=5)
+    store.ingest(_incoming(table.devices(start)), {})  # no identity: the table named nothing
+    _deal(store, [table], 5, start)
+    floor = FloorProtection(db_url, FloorBudget(tables=1))
+    assert floor.step() == []
+    assert floor_view(store.db)["pools"] == []
+    # The same round sent again (a correction, a replay): stored as its later message, not
+    # taken into any pool a second time.
+    row = store.db.one("SELECT body FROM messages WHERE schema_name = 'paigow.round' LIMIT 1")
+    body = json.loads(row[0])
+    table.seq += 1
+    body.update(msg_id=f"{table.table_id}-AGAIN", seq=table.seq)
+    store.ingest(_incoming([(f"{table.prefix}round", body)]), {})
+    assert store.db.one("SELECT count(*) FROM rounds WHERE pooled = 0")[0] == 0
+    floor.close()
+    store.close()
+
+
+def test_two_pits_take_turns_on_one_state(db_url: str) -> None:
+    """Two pits' workers on one database: each step reads the state the other saved first, so
+    every round is pooled once whichever pit takes it; on PostgreSQL a worker that cannot get
+    the floor's lock (the other is stepping) takes nothing."""
+    store = _store(db_url)
+    start = datetime.now(UTC) - timedelta(minutes=5)
+    tables = _tables(store, 2, start)
+    one, two = (FloorProtection(db_url, FloorBudget(tables=2)) for _ in range(2))
+    total = 0
+    for k in range(4):
+        _deal(store, tables, 2, start + timedelta(minutes=k))
+        (one if k % 2 else two).step()
+        total += 2 * len(tables)
+        pools = {p["pool"]: p for p in floor_view(store.db)["pools"]}
+        settled = store.db.one(
+            "SELECT count(*) FROM rounds WHERE status = 'settled' AND table_id LIKE 'PG-0%'"
+        )
+        assert pools["model:cards:Acme|MDX-2|4.1"]["rounds"] == settled[0]
+    assert one.rounds_taken + two.rounds_taken == total
+    if store.db.kind == "postgresql":
+        from pit.floorwatch import LOCK
+
+        _deal(store, tables, 1, start + timedelta(minutes=9))
+        holder = Store(db_url, root=ROOT, feed_keys=SimulatedKeys())
+        with holder.db.transaction():
+            holder.db.one("SELECT pg_advisory_xact_lock(?)", (LOCK,))
+            assert one.step() == [] and one.rounds_taken + two.rounds_taken == total
+        holder.close()
+        one.step()
+        assert one.rounds_taken + two.rounds_taken == total + len(tables)
+    one.close()
+    two.close()
+    store.close()
