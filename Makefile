@@ -70,7 +70,8 @@ wheel: deb-tools
 
 # python3-venv: for .venv, and for the .deb's venv made by Debian's python3 (tests/packaging too);
 # binutils: strip; lintian: the package's own check (tests/packaging/test_deb.py); libsodium23:
-# the pit's fast signature check, which the package recommends (pit/sodium.py).
+# the table signs its feed with it and the pit checks with it (controller/sodium.py); the package
+# recommends it (without it both use cryptography).
 deb-tools:
 	for p in python3-venv binutils lintian libsodium23; do \
 	  dpkg-query -W -f '$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \

@@ -49,6 +49,20 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
+def mappings(pid: int) -> list[tuple[str, int]]:
+    """Resident bytes by what is mapped (a shared library, the heap, anonymous memory), from
+    /proc/PID/smaps, largest first: where the resident size goes."""
+    out: dict[str, int] = {}
+    name = ""
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            name = head[5] if len(head) > 5 else "[anonymous]"
+        elif line.startswith("Rss:"):
+            out[name] = out.get(name, 0) + int(head[1]) * 1024
+    return sorted(out.items(), key=lambda kv: -kv[1])
+
+
 def write_config(tmp: Path, extra: str = "") -> Path:
     text = DEMO_CONFIG.format(
         table="PG-BENCH",
@@ -101,7 +115,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 async def steady_memory(
-    config: Path, tmp: Path, rounds: int, drain: bool = False
+    config: Path, tmp: Path, rounds: int, drain: bool = False, smaps: bool = False
 ) -> tuple[float, list[int], int]:
     shuffler = ShufflerSimulator(PtyPort(tmp / "shuffler"), seed=1)
     rng = RngSimulator(PtyPort(tmp / "rng"), seed=1)
@@ -129,6 +143,10 @@ async def steady_memory(
             deadline = time.monotonic() + 10
             while drain and view.history.stats().outbox_pending and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)  # the publisher acknowledges the last round's messages
+            if smaps:
+                print("resident by mapping (top 25):")
+                for what, size in mappings(proc.pid)[:25]:
+                    print(f"  {size / MB:7.2f} MB  {what}")
         finally:
             stop(proc)
         pending = view.history.stats().outbox_pending
@@ -144,6 +162,9 @@ def main() -> int:
         "--with-services",
         action="store_true",
         help="MQTT to a broker started here and the display on a free port",
+    )
+    parser.add_argument(
+        "--smaps", action="store_true", help="after the rounds, the resident size by mapping"
     )
     args = parser.parse_args()
     configure_logging("WARNING", "console")  # the simulators' debug lines are not figures
@@ -171,7 +192,7 @@ def main() -> int:
 
         times = asyncio.run(ready_runs())
         _, samples, pending = asyncio.run(
-            steady_memory(config, tmp, args.rounds, drain=args.with_services)
+            steady_memory(config, tmp, args.rounds, drain=args.with_services, smaps=args.smaps)
         )
     ready_s = statistics.median(times)
     rss_mb = max(samples) / MB

@@ -1,6 +1,9 @@
 """The signed feed, as the table and the pit share it (docs/mqtt.md "The signed feed"): pure
-functions of bytes and keys, importing nothing of the table but the standard library and the
-``cryptography`` package, so the pit can import this module without the daemon.
+functions of bytes and keys, importing nothing of the table but the standard library, libsodium
+(``controller.sodium``) and the ``cryptography`` package, so the pit can import this module
+without the daemon. The table signs through libsodium where it is installed and loads
+``cryptography`` only without it (issue 42: 7 MB of a table's memory); a key or a verification
+by ``cryptography``'s types imports it when it is asked for.
 
 Every message the table publishes (the envelopes on ``round``, ``dead``, ``player``, ``alarm``,
 ``alarm_ack``, ``device/<name>``, ``status`` with its last will, ``checkpoint``, ``protection``,
@@ -26,11 +29,15 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from controller import sodium
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 # The checkpoints' link and HMAC bytes are part of the feed's contract; they live in a module
 # without the Ed25519 library (the journal checks them at every start, MQTT or not).
@@ -78,6 +85,8 @@ class Verified:
 
 def public_bytes(public_key: Ed25519PublicKey) -> bytes:
     """The raw 32 bytes of a public key."""
+    from cryptography.hazmat.primitives import serialization
+
     return public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
@@ -103,6 +112,8 @@ def parse_public_key(text: str) -> Ed25519PublicKey:
         words = words[1:]
     if len(words) != 1 or not _PUBLIC_HEX.fullmatch(words[0]):
         raise ValueError("expected 'ed25519 <64 hex digits>' (paigow-table feed-key show)")
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     return Ed25519PublicKey.from_public_bytes(bytes.fromhex(words[0]))
 
 
@@ -125,16 +136,40 @@ def canonical(message: Mapping[str, Any]) -> bytes:
 
 
 class FeedSigner:
-    """The table's signing key: it signs every message the table publishes."""
+    """The table's signing key: it signs every message the table publishes. Made from a
+    ``cryptography`` private key or from the key's 32 bytes (``seed``, what the key file
+    holds); it signs through libsodium where the system has it, else through ``cryptography``
+    (the same signatures: Ed25519's are deterministic)."""
 
-    def __init__(self, private_key: Ed25519PrivateKey) -> None:
-        self._key = private_key
-        self.public_key = private_key.public_key()
-        self.key_id = key_id(self.public_key)
+    def __init__(
+        self, private_key: Ed25519PrivateKey | None = None, *, seed: bytes | None = None
+    ) -> None:
+        if seed is None:
+            if private_key is None:
+                raise TypeError("FeedSigner needs a private key or its seed")
+            seed = private_key.private_bytes_raw()
+        made = sodium.signer(seed)
+        if made is not None:
+            self.public_raw, self._sign = made
+        else:
+            if private_key is None:
+                from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+                private_key = Ed25519PrivateKey.from_private_bytes(seed)
+            self._sign = private_key.sign
+            self.public_raw = public_bytes(private_key.public_key())
+        self.key_id = key_id(self.public_raw)
+
+    @property
+    def public_key(self) -> Ed25519PublicKey:
+        """The public key as ``cryptography``'s type (to register it, to verify with it)."""
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+        return Ed25519PublicKey.from_public_bytes(self.public_raw)
 
     def signature(self, data: bytes) -> dict[str, str]:
         """The ``sig`` object of ``data`` (canonical bytes)."""
-        return {"alg": ALG, "key_id": self.key_id, "value": self._key.sign(data).hex()}
+        return {"alg": ALG, "key_id": self.key_id, "value": self._sign(data).hex()}
 
     def sign(self, message: Mapping[str, Any]) -> bytes:
         """``message`` with its ``sig``, as the bytes to publish: the canonical JSON of the
@@ -151,6 +186,12 @@ class FeedSigner:
 
 
 # --- verifying ---------------------------------------------------------------------------------
+
+
+def _invalid_signature() -> type[Exception]:
+    from cryptography.exceptions import InvalidSignature
+
+    return InvalidSignature
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -217,7 +258,7 @@ def verify_signed(
         ) from None
     try:
         key.verify(signature, signed)
-    except InvalidSignature:
+    except _invalid_signature():
         raise FeedSignatureError(
             "bad_signature", f"not signed by {kid}: changed after signing, or forged"
         ) from None

@@ -17,50 +17,6 @@ with ``cryptography`` as before.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-from collections.abc import Callable
-
-#: verify(public_key_32, signature_64, message) -> whether the signature is good
-Verify = Callable[[bytes, bytes, bytes], bool]
-
-
-def _open() -> ctypes.CDLL | None:
-    """Debian's libsodium by its soname; else wherever the system says it is (asking it runs
-    ``ldconfig``: only when the soname is not there)."""
-    for name in ("libsodium.so.23", None):
-        path = name or ctypes.util.find_library("sodium")
-        if path is None:
-            return None
-        try:
-            return ctypes.CDLL(path)
-        except OSError:
-            continue
-    return None
-
-
-def _load() -> Verify | None:
-    lib = _open()
-    try:
-        if lib is None or lib.sodium_init() < 0:
-            return None
-        fn = lib.crypto_sign_ed25519_verify_detached
-    except AttributeError:
-        return None
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulonglong, ctypes.c_char_p]
-    fn.restype = ctypes.c_int
-
-    def verify(public_key: bytes, signature: bytes, message: bytes) -> bool:
-        if len(public_key) != 32 or len(signature) != 64:
-            return False
-        return bool(fn(signature, message, len(message), public_key) == 0)
-
-    return verify
-
-
-_VERIFY = _load()
-
-
-def verifier() -> Verify | None:
-    """libsodium's Ed25519 verification, or None where the library is not installed."""
-    return _VERIFY
+# One loader of the system's libsodium for the table's signing and the pit's checking.
+from controller.sodium import Verify as Verify
+from controller.sodium import verifier as verifier

@@ -276,6 +276,7 @@ CONTRACT = (
     "controller.messages",
     "controller.feed_signature",
     "controller.feed_checkpoint",
+    "controller.sodium",
     "controller.mqtt.signing",
     "controller.mqtt.session",
     "controller.credentials",

@@ -222,15 +222,44 @@ def read_kiosk_token(path: Path) -> str:
 # --- the table's feed key (``mqtt.feed_key_file``) --------------------------------------------
 
 
+#: DER of an Ed25519 private key in PKCS#8 v1 up to its 32 bytes (RFC 8410 §7): SEQUENCE,
+#: version 0, the algorithm 1.3.101.112, OCTET STRING of the OCTET STRING of the key.
+_ED25519_PKCS8_PREFIX = bytes.fromhex("302e020100300506032b657004220420")
+
+
+def _ed25519_pkcs8_seed(data: bytes) -> bytes | None:
+    """The 32 bytes of an unencrypted PKCS#8 v1 PEM Ed25519 key, or None for anything else."""
+    import base64
+    import binascii
+
+    text = data.decode("ascii", "replace").strip().splitlines()
+    if len(text) < 3 or text[0] != "-----BEGIN PRIVATE KEY-----":
+        return None
+    if text[-1] != "-----END PRIVATE KEY-----":
+        return None
+    try:
+        der = base64.b64decode("".join(text[1:-1]), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if len(der) != 48 or not der.startswith(_ED25519_PKCS8_PREFIX):
+        return None
+    return der[16:]
+
+
 def read_feed_key(path: str | Path) -> FeedSigner:
     """The signer of a key file: an unencrypted PKCS#8 PEM Ed25519 private key. ValueError says
-    what is wrong, never repeating the file's content."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
+    what is wrong, never repeating the file's content. The usual file (what ``feed-key init``
+    writes: PKCS#8 v1, the key's 32 bytes and nothing else) is read here, so a table signing
+    through libsodium never loads ``cryptography``; any other is left to ``cryptography``."""
     from controller.feed_signature import FeedSigner
 
     data = Path(path).read_bytes()
+    seed = _ed25519_pkcs8_seed(data)
+    if seed is not None:
+        return FeedSigner(seed=seed)
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError):

@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from controller.config.readers import read_feed_key as read_feed_key
 from controller.feed_signature import FeedSigner
@@ -38,6 +36,9 @@ def create_feed_key(path: str | Path) -> tuple[FeedSigner, bool]:
     path = Path(path)
     if path.exists():
         return read_feed_key(path), False
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(
         serialization.Encoding.PEM,
@@ -87,7 +88,7 @@ def table_signer(config: Config) -> FeedSigner:
     path = feed_key_path(config)
     if path is None:
         log.warning("feed_key_ephemeral", detail="journal in memory: a key for this process only")
-        return FeedSigner(Ed25519PrivateKey.generate())
+        return FeedSigner(seed=os.urandom(32))
     if config.mqtt.feed_key_file is not None:
         return read_feed_key(path)
     signer, created = create_feed_key(path)

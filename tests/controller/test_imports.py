@@ -70,7 +70,8 @@ def test_run_imports_what_its_config_enables(tmp_path: Path) -> None:
     loaded = _loaded("run", "--config", config)
     assert {"aiohttp", "paho", "controller.display", "controller.mqtt"} <= set(loaded)
     assert "aiomqtt" not in loaded  # the table's link is paho's alone (controller/mqtt/session.py)
-    assert "cryptography" in loaded  # every message leaves signed
+    # Every message leaves signed, through libsodium (controller/sodium.py): not cryptography.
+    assert "cryptography" not in loaded
     assert "controller.analysis" not in loaded
 
 
