@@ -100,10 +100,14 @@ class FloorBudget:
         )
 
     def pool_config(self) -> ProtectionConfig:
-        """Every pool's: its share of F over the floor's rounds a year."""
+        """Every pool's: its share of F over the floor's N·R rounds a year, written as the
+        same rate a round over R rounds (F·s / kinds / N a year), so a floor of any size fits
+        ``ProtectionConfig``'s bounds."""
         return ProtectionConfig(
-            false_alarms_per_year=self.false_alarms_per_year * self.pooled_share / len(KINDS),
-            rounds_per_year=min(10**9, self.tables * self.rounds_per_table_year),
+            false_alarms_per_year=(
+                self.false_alarms_per_year * self.pooled_share / len(KINDS) / self.tables
+            ),
+            rounds_per_year=self.rounds_per_table_year,
         )
 
     def with_tables(self, tables: int) -> FloorBudget:
@@ -120,8 +124,11 @@ class FloorBudget:
             "tables": self.tables,
             "rounds_per_table_year": self.rounds_per_table_year,
             "table_false_alarms_per_year": self.table_false_alarms_per_year,
-            "pool_false_alarms_per_year_per_kind": pool.false_alarms_per_year,
-            "pool_rounds_per_year": pool.rounds_per_year,
+            "pool_false_alarms_per_year_per_kind": (
+                self.false_alarms_per_year * self.pooled_share / len(KINDS)
+            ),
+            "pool_rounds_per_year": self.tables * self.rounds_per_table_year,
+            "pool_false_alarm_rate": pool.false_alarm_rate,
         }
 
 
@@ -196,7 +203,9 @@ class Attribution:
 
 def _finite(x: float) -> float:
     """For JSON: a ratio of zero (an outcome the alternative rules out) is −∞ nats; shown as
-    −10⁹."""
+    −10⁹ (and a value that is no number, which the sums never make, as 0)."""
+    if math.isnan(x):
+        return 0.0
     return round(max(-1e9, min(1e9, x)), 3)
 
 
@@ -347,36 +356,40 @@ class Pool:
         window; a model-mate with fewer rounds in the window than the table with the most
         evidence is weighed over as many of its latest rounds (at least ``MATES_ROUNDS``), so a
         finding raised within one table's few rounds still hears whether the others share it.
-        The rounds before those only give the earlier deals."""
+        The rounds before those only give the earlier deals. Each round's increment is taken
+        alone (``SumBank.take``), so a round the alternative rules out (−∞) counts only in the
+        windows that hold it."""
         kind = type(self.watch.check(test))
         by_table: dict[str, list[tuple[str, datetime]]] = {}
         for table, packed, at in self.ring:
             by_table.setdefault(table, []).append((packed, at))
-        sums: dict[str, list[tuple[datetime, float]]] = {}
+        #: each member's increments a round (the rounds the test counted), with their time
+        rounds: dict[str, list[tuple[datetime, float]]] = {}
         for table, entries in by_table.items():
             replay = Watch(self.watch.config, checks=[kind], shares=len(ALL_CHECKS))
             check = replay.check(test)
             bank = check.bank = SumBank(check.bank.base)
-            cum: list[tuple[datetime, float]] = []
+            mine: list[tuple[datetime, float]] = []
             for packed, at in entries:
                 seen = check.rounds
                 replay.observe(_unpack(packed, self.key.role), at)
                 if check.rounds > seen:
-                    cum.append((at, bank.total(cusum, check.rounds)))
-            sums[table] = cum
+                    mine.append((at, bank.take(cusum, check.rounds)))
+            rounds[table] = mine
 
-        def over(cum: list[tuple[datetime, float]], n: int) -> float:
-            return cum[-1][1] - (cum[-1 - n][1] if n < len(cum) else 0.0)
+        def over(mine: list[tuple[datetime, float]], n: int) -> float:
+            return math.fsum(x for _, x in mine[len(mine) - n :]) if n else 0.0
 
-        window = {t: sum(1 for at, _ in cum if at >= since) for t, cum in sums.items()}
-        out = [Share(t, over(cum, window[t]), window[t]) for t, cum in sums.items() if window[t]]
+        window = {t: sum(1 for at, _ in mine if at >= since) for t, mine in rounds.items()}
+        out = [Share(t, over(m, window[t]), window[t]) for t, m in rounds.items() if window[t]]
         if not out:
             return []
-        need = max(MATES_ROUNDS, max(out, key=lambda s: s.llr).rounds)
-        for t, cum in sums.items():
-            if window[t] < need and cum:
-                n = min(need, len(cum))
-                out = [s for s in out if s.table != t] + [Share(t, over(cum, n), n)]
+        lead = max(out, key=lambda s: s.llr)
+        need = max(MATES_ROUNDS, lead.rounds)
+        for t, mine in rounds.items():
+            if t != lead.table and window[t] < need and mine:
+                n = min(need, len(mine))
+                out = [s for s in out if s.table != t] + [Share(t, over(mine, n), n)]
         return out
 
     def attribute(self, f: Finding) -> Attribution:
@@ -483,8 +496,8 @@ class FloorWatch:
     def reset(self, pool_id: str, test: str | None, now: datetime) -> None:
         """A supervisor acknowledged a pooled finding: that test of that pool starts afresh."""
         pool = self.pools.get(pool_id)
-        if pool is not None:
-            pool.watch.reset(test if test in pool.watch.names else None, now)
+        if pool is not None and (test is None or test in pool.watch.names):
+            pool.watch.reset(test, now)
 
     def view(self) -> list[dict[str, Any]]:
         """The floor protection view: each pool, its tables and rounds, its tests' evidence

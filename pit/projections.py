@@ -388,6 +388,7 @@ class Projections:
             wagered,
             won,
             theoretical,
+            0,  # waits for the floor's pooled protection (pit/floorwatch.py); a later copy keeps it
         )
         self.batch.state.add(ROUNDS, values)
         self.batch.state.round_tables.setdefault(p.round_id, set()).add(table_id)

@@ -77,7 +77,8 @@ ROUNDS = Insert(
     (("round_id", TEXT), ("table_id", TEXT), ("round_seq", BIGINT), ("msg_seq", BIGINT),
      ("status", TEXT), ("reasons", TEXT), ("dealer_id", TEXT), ("opened_at", TEXT),
      ("closed_at", TEXT), ("shift", TEXT), ("seats", INTEGER), ("two_jacks", INTEGER),
-     ("side_wagered", BIGINT), ("side_won", BIGINT), ("side_theoretical", FLOAT)),
+     ("side_wagered", BIGINT), ("side_won", BIGINT), ("side_theoretical", FLOAT),
+     ("pooled", INTEGER)),
     "ON CONFLICT (table_id, round_id) DO UPDATE SET msg_seq = excluded.msg_seq, "
     "status = excluded.status, reasons = excluded.reasons, "
     "side_wagered = excluded.side_wagered, side_won = excluded.side_won, "

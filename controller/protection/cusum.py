@@ -165,3 +165,12 @@ class SumBank(Bank):
     def total(self, i: int, n: int) -> float:
         """CUSUM i's summed increments over rounds 1..n (n ≥ its last event)."""
         return self.value[i] + self.base[i] * (n - self.last[i])
+
+    def take(self, i: int, n: int) -> float:
+        """CUSUM i's increments since the last ``take`` (or the start), up to round n, and zero
+        again: one round's increment when taken after each round (−∞ for a round the
+        alternative rules out, never carried into the next)."""
+        v = self.total(i, n)
+        self.value[i] = 0.0
+        self.last[i] = n
+        return v

@@ -1,11 +1,11 @@
 -- depends: 0007.device-history
 -- Issue 44: game protection pooled across the floor (pit/floorwatch.py, pit/pooling.py).
 -- Each device's role (cards: the shuffler or shoe; position: the RNG box or dice reader) says
--- which tests its pool runs. Every round stored from now on waits (pooled = 0) until the floor's
--- watch has taken it; rounds stored before are not pooled (their devices were not known).
+-- which tests its pool runs. Every round the ingest stores from now on waits (it writes
+-- pooled = 0) until the floor's watch has taken it; rounds stored before are not pooled (their
+-- devices were not known): the default, so adding the column rewrites no row of a big table.
 ALTER TABLE device_history ADD COLUMN role TEXT;
-ALTER TABLE rounds ADD COLUMN pooled INTEGER NOT NULL DEFAULT 0;
-UPDATE rounds SET pooled = 1;
+ALTER TABLE rounds ADD COLUMN pooled INTEGER NOT NULL DEFAULT 1;
 CREATE INDEX rounds_unpooled ON rounds (table_id) WHERE pooled = 0;
 -- The floor's watch: its whole state (every pool's CUSUMs, each table's earlier deals, the
 -- rounds kept for attribution), saved in the transaction that takes rounds or raises a finding,

@@ -306,3 +306,31 @@ def test_the_table_watch_is_unchanged_by_the_shared_history() -> None:
         fa = a.observe(next_observation(s1, rng1), T0 + timedelta(minutes=n))
         fb = b.observe(next_observation(s2, rng2), T0 + timedelta(minutes=n), b.history)
         assert [f.to_dict() for f in fa] == [f.to_dict() for f in fb]
+
+
+def test_a_round_the_alternative_rules_out_never_makes_a_share_no_number() -> None:
+    """Found on a loose budget: a pooled "4 riffles" finding raised by one table's single deal,
+    its model-mates' latest deals ruled out by that alternative (a ratio of 0: −∞ nats). Each
+    share is a sum of its own rounds' increments (never −∞ − −∞), the leader keeps its own
+    window, and the verdict names it; the finding is valid JSON."""
+    fw = FloorWatch(budget=FloorBudget(false_alarms_per_year=1e5, tables=4))
+    names = [f"T{t}" for t in range(4)]
+    scs = [scenario("stacked_aces" if t == 1 else "fair") for t in range(4)]
+    rngs = [random.Random(f"1 {t}") for t in range(4)]
+    for n in names:
+        fw.identify(n, "cards", "Acme", "Riffler 9", "2.1", "C-" + n)
+    checked = 0
+    for n in range(1, 1200):
+        t = (n - 1) % 4
+        at = T0 + timedelta(seconds=n)
+        for pf in fw.observe(names[t], next_observation(scs[t], rngs[t]), at):
+            shares = pf.attribution.shares
+            assert not any(math.isnan(s.llr) for s in shares)
+            assert not math.isnan(pf.attribution.others_llr)
+            if pf.finding.test == "riffles":
+                lead = shares[0]
+                assert lead.llr > 0 and pf.attribution.table == lead.table
+                checked += 1
+            json.dumps(pf.to_dict(), allow_nan=False)
+            fw.reset(pf.pool.id, pf.finding.test, at)
+    assert checked >= 1
