@@ -479,6 +479,18 @@ class FloorWatch:
                 out += pool.observe(table, obs, now)
         return out
 
+    def remember(self, table: str, obs: DealObservation) -> None:
+        """A deal the table dealt before its pools saw it (a floor that runs already): its cards
+        pools compare the table's next deal with it; no test counts it."""
+        for key in self.keys_for(table, "cards"):
+            pool = self.pools.get(key.id)
+            if pool is None:
+                pool = self.pools[key.id] = self._pool(key)
+            history = pool.members.get(table)
+            if history is None:
+                history = pool.members[table] = DealHistory(pool.watch.config.recent_deals)
+            history.push(obs)
+
     def _pool(self, key: PoolKey) -> Pool:
         keep = self.keep_cards if key.role == "cards" else self.keep_position
         return Pool(key, self.budget.pool_config(), keep)

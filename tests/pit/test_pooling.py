@@ -334,3 +334,15 @@ def test_a_round_the_alternative_rules_out_never_makes_a_share_no_number() -> No
             json.dumps(pf.to_dict(), allow_nan=False)
             fw.reset(pf.pool.id, pf.finding.test, at)
     assert checked >= 1
+
+
+def test_a_deal_remembered_from_before_is_compared_with_not_counted() -> None:
+    """A floor that runs already: a table's last deal before the pools saw it is remembered,
+    and a shuffler that riffles it once is caught on the very next deal."""
+    fw = _floor(1)
+    sc, rng = scenario("one_riffle"), random.Random(8)
+    fw.remember("T0", next_observation(sc, rng))
+    pool = fw.pools["model:cards:Acme|MDX-2|4.1"]
+    assert pool.watch.rounds == 0 and len(pool.members["T0"].recent) == 1
+    found = fw.observe("T0", next_observation(sc, rng), T0)
+    assert found and found[0].finding.rounds_seen == 1
