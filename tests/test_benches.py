@@ -33,3 +33,16 @@ def test_the_mqtt_reading_figures() -> None:
     read = _figures("bench/mqtt_read.py", "--messages", "400", "--repeat", "1")
     assert float(str(read["mqtt5_pit_ms_per_message"])) > 0
     assert "ratio_mqtt311_pit" in read
+
+
+def test_the_pooled_protection_figures() -> None:
+    """bench/pooled.py's four parts on a few rounds (issue 44): each prints its figures."""
+    figures = _figures(
+        "bench/pooled.py", "--parts", "detect,fair,attribution,cpu", "--devices", "one_riffle",
+        "--pools", "1,5", "--trials", "2", "--fair-rounds", "2000", "--attribution-trials", "1",
+        "--cpu-rounds", "100", "--workers", "1",
+    )  # fmt: skip
+    assert "targets" in figures
+    text = json.dumps(figures)
+    for part in ("one_riffle", "false_alarms", "attribution", "ms_per_round"):
+        assert part in text, part

@@ -25,22 +25,11 @@ from controller.analysis.montecarlo import RunResult, deal, house_edge
 from controller.game.cards import JACK, JOKER_CODE
 from controller.game.paytables import Paytable, jacks_beat_paytable
 from controller.game.setting import Rules
-from controller.game.wagers import dealer_has_two_jacks, jacks_beat, push_ace_high
+from controller.game.wagers import jacks_beat, push_ace_high, two_jack_hands
 
 LOSE: Final = "lose"
 _JACKS: Final = tuple((JACK - 2) * 4 + s for s in range(4))
 _NOT_JACKS: Final = tuple(c for c in range(53) if c not in _JACKS)
-
-
-def two_jack_hands(jacks: int, others: int) -> int:
-    """Seven-card hands with two or more Jacks from a deck of ``jacks`` Jacks and ``others``
-    other cards: hands counted by how many Jacks they hold, each kind judged by the engine."""
-    total = 0
-    for k in range(min(jacks, 7) + 1):
-        kind = _JACKS[:k] + _NOT_JACKS[: 7 - k]  # one hand with k Jacks
-        if dealer_has_two_jacks(kind):
-            total += comb(jacks, k) * comb(others, 7 - k)
-    return total
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 from itertools import combinations
+from math import comb
 from typing import Final
 
 from controller.game.cards import ACE, DECK, JACK, JOKER_CODE, KING, QUEEN, card_texts
@@ -444,3 +445,20 @@ def best_setting_against(
     if best is None:
         raise AssertionError("seven cards always have a split that does not foul")
     return best[1], best[2]
+
+
+_JACKS: Final = tuple((JACK - 2) * 4 + s for s in range(4))
+_NOT_JACKS: Final = tuple(c for c in range(53) if c not in _JACKS)
+
+
+def two_jack_hands(jacks: int, others: int) -> int:
+    """Seven-card hands with two or more Jacks from a deck of ``jacks`` Jacks and ``others``
+    other cards: hands counted by how many Jacks they hold, each kind judged by
+    :func:`dealer_has_two_jacks` (the analysis' side-bet figures and game protection's exact
+    null share it)."""
+    total = 0
+    for k in range(min(jacks, 7) + 1):
+        kind = _JACKS[:k] + _NOT_JACKS[: 7 - k]  # one hand with k Jacks
+        if dealer_has_two_jacks(kind):
+            total += comb(jacks, k) * comb(others, 7 - k)
+    return total

@@ -642,6 +642,12 @@ def _round_record(row: Sequence[Any], events: tuple[EventRecord, ...] = ()) -> R
     )
 
 
+#: The journal's page cache, KiB (SQLite's ``cache_size`` as a negative number; its default is
+#: 2,000 KiB). A table appends and reads back what it wrote last (the round, the outbox's newest
+#: messages): the working set is a few pages, so a cache a quarter of the default costs nothing
+#: in speed and keeps 1.5 MB of a table's memory (issue 42, ``bench/footprint.py``).
+CACHE_KIB = -500
+
 #: How the journal opens its connection: ``sqlite3.connect`` or one with its arguments.
 Connect = Callable[..., sqlite3.Connection]
 
@@ -709,6 +715,7 @@ class JournalFile:
             raise JournalError(f"cannot put {self.path} in WAL mode (got {mode})")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute(f"PRAGMA cache_size = {CACHE_KIB}")
         with self.transaction():
             version = self._schema_version(conn)
             if version > SCHEMA_VERSION:

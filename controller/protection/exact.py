@@ -11,7 +11,7 @@ from functools import cache
 from itertools import product
 from math import comb, factorial
 
-from controller.analysis.side_bets import dealer_jacks
+from controller.game.wagers import two_jack_hands
 from controller.protection.exact_hands import ACE_HIGH_HANDS, HAND_CATEGORY_COUNTS
 
 DECK_CARDS = 53
@@ -114,8 +114,10 @@ def hand_categories() -> list[Fraction]:
 
 
 def dealer_two_jacks() -> Fraction:
-    """P(the dealer's seven cards hold two or more natural Jacks), from the analysis engine."""
-    return dealer_jacks().probability
+    """P(the dealer's seven cards hold two or more natural Jacks): the hands the rules engine
+    judges so, counted by how many Jacks they hold (``wagers.two_jack_hands``, which the
+    analysis' ``side_bets.dealer_jacks`` counts with too)."""
+    return Fraction(two_jack_hands(4, DECK_CARDS - 4), comb(DECK_CARDS, 7))
 
 
 def ace_high() -> Fraction:

@@ -236,8 +236,11 @@ def test_the_contract_imports_nothing_of_the_table() -> None:
         "print(sorted(m for m in sys.modules if m.startswith(('controller.', 'pydantic'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    # feed_checkpoint is the contract's other half (standard library only; issue 32).
-    assert done.stdout.strip() == "['controller.feed_checkpoint', 'controller.feed_signature']"
+    # feed_checkpoint is the contract's other half (standard library only; issue 32); sodium
+    # reaches the system's libsodium with ctypes (issue 42).
+    assert done.stdout.strip() == (
+        "['controller.feed_checkpoint', 'controller.feed_signature', 'controller.sodium']"
+    )
 
 
 # --- the checkpoints' chain --------------------------------------------------------------------
