@@ -23,9 +23,9 @@ from controller.analysis.side_bets import (
     ace_high_exact_marginals,
     dealer_jacks,
     jacks_beat_exact,
-    two_jack_hands,
 )
 from controller.game.setting import Rules
+from controller.game.wagers import two_jack_hands
 
 POINT_HUNDREDTH = 0.0001  # 0.01 percentage points
 

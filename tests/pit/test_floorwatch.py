@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from controller.messages import DeviceIdentity
 from pit.floorwatch import FloorProtection, floor_view
@@ -21,6 +22,13 @@ ROOT = "casino/demo/paigow/"
 SHUFFLER = DeviceIdentity(make="Acme", model="MDX-2", firmware="4.1", role="cards")
 RNG = DeviceIdentity(make="Acme", model="RNG-7", firmware="1.0", role="position")
 POOL = "model:position:Acme|RNG-7|1.0"
+
+
+def _one(store: Store, sql: str) -> tuple[Any, ...]:
+    """A query's one row."""
+    row = store.db.one(sql)
+    assert row is not None
+    return row
 
 
 def _store(url: str) -> Store:
@@ -64,8 +72,8 @@ def test_a_models_weakness_raised_once_attributed_acknowledged_and_restarted(db_
     _deal(store, tables, 14, start)
     floor = FloorProtection(db_url, FloorBudget(tables=4))
     alarms = floor.step()
-    settled = store.db.one("SELECT count(*) FROM rounds WHERE status = 'settled'")[0]
-    assert floor.rounds_taken == store.db.one("SELECT count(*) FROM rounds")[0] >= settled > 20
+    settled = _one(store, "SELECT count(*) FROM rounds WHERE status = 'settled'")[0]
+    assert floor.rounds_taken == _one(store, "SELECT count(*) FROM rounds")[0] >= settled > 20
     assert [a["kind"] for a in alarms] == ["pooled_protection"]
     assert alarms[0]["table_id"] == "floor" and "RNG-7" in alarms[0]["detail"]
     view = floor_view(store.db)
@@ -89,8 +97,8 @@ def test_a_models_weakness_raised_once_attributed_acknowledged_and_restarted(db_
     assert again.step() == []  # the test stays alarmed until acknowledged: no second alarm
     pools = {p["pool"]: p for p in floor_view(store.db)["pools"]}
     assert pools[POOL]["rounds"] > rounds_before
-    assert store.db.one("SELECT count(*) FROM rounds WHERE pooled = 0")[0] == 0
-    count = store.db.one("SELECT count(*) FROM record_alarms WHERE kind = 'pooled_protection'")
+    assert _one(store, "SELECT count(*) FROM rounds WHERE pooled = 0")[0] == 0
+    count = _one(store, "SELECT count(*) FROM record_alarms WHERE kind = 'pooled_protection'")
     assert count is not None and count[0] == 1
 
     # Acknowledged by a named supervisor (the page does it with badge + PIN): the test
@@ -122,12 +130,12 @@ def test_rounds_without_named_devices_are_not_pooled_and_a_correction_is_not_tak
     assert floor_view(store.db)["pools"] == []
     # The same round sent again (a correction, a replay): stored as its later message, not
     # taken into any pool a second time.
-    row = store.db.one("SELECT body FROM messages WHERE schema_name = 'paigow.round' LIMIT 1")
+    row = _one(store, "SELECT body FROM messages WHERE schema_name = 'paigow.round' LIMIT 1")
     body = json.loads(row[0])
     table.seq += 1
     body.update(msg_id=f"{table.table_id}-AGAIN", seq=table.seq)
     store.ingest(_incoming([(f"{table.prefix}round", body)]), {})
-    assert store.db.one("SELECT count(*) FROM rounds WHERE pooled = 0")[0] == 0
+    assert _one(store, "SELECT count(*) FROM rounds WHERE pooled = 0")[0] == 0
     floor.close()
     store.close()
 
@@ -146,8 +154,8 @@ def test_two_pits_take_turns_on_one_state(db_url: str) -> None:
         (one if k % 2 else two).step()
         total += 2 * len(tables)
         pools = {p["pool"]: p for p in floor_view(store.db)["pools"]}
-        settled = store.db.one(
-            "SELECT count(*) FROM rounds WHERE status = 'settled' AND table_id LIKE 'PG-0%'"
+        settled = _one(
+            store, "SELECT count(*) FROM rounds WHERE status = 'settled' AND table_id LIKE 'PG-0%'"
         )
         assert pools["model:cards:Acme|MDX-2|4.1"]["rounds"] == settled[0]
     assert one.rounds_taken + two.rounds_taken == total

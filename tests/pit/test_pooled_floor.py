@@ -141,6 +141,7 @@ async def test_a_weak_shuffler_among_its_model_mates_found_named_kept_and_acknow
                     return v if verdicts and "undecided" not in verdicts else None
 
                 view = await _until(decided, "the finding was never attributed")
+            assert view is not None
             alarms = await asyncio.to_thread(_read, url, _pooled_alarms)
             assert [(a[1], a[2]) for a in alarms] == [(WEAK, None)]
             for found in view["findings"]:  # the alarm's, and those of the pool that joined it

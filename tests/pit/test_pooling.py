@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from controller.game.cards import JOKER_CODE
 from controller.protection import ProtectionConfig, Watch
 from controller.protection.cusum import Bank, SumBank
 from controller.protection.watch import ALL_CHECKS
@@ -21,11 +22,12 @@ from pit.pooling import (
     ROLE_CHECKS,
     FloorBudget,
     FloorWatch,
+    PooledFinding,
     PoolKey,
     Share,
     decide,
 )
-from simulators.biased import JOKER_CODE, next_observation, scenario
+from simulators.biased import next_observation, scenario
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -133,7 +135,7 @@ def test_a_models_weakness_is_found_in_a_fraction_of_one_tables_rounds_and_calle
     fw = _floor(20)
     scs = [scenario("riffles_7") for _ in range(20)]
     rng = random.Random(7)
-    found = []
+    found: list[PooledFinding] = []
     n = 0
     while not found and n < 40:
         n += 1
@@ -161,7 +163,7 @@ def test_one_weak_table_among_fair_ones_is_named_not_its_model() -> None:
     fair = [scenario("fair") for _ in range(20)]
     rng = random.Random(11)
     weak = 7
-    found = []
+    found: list[PooledFinding] = []
     n = 0
     while not found and n < 3000:
         n += 1
@@ -317,8 +319,8 @@ def test_a_round_the_alternative_rules_out_never_makes_a_share_no_number() -> No
     names = [f"T{t}" for t in range(4)]
     scs = [scenario("stacked_aces" if t == 1 else "fair") for t in range(4)]
     rngs = [random.Random(f"1 {t}") for t in range(4)]
-    for n in names:
-        fw.identify(n, "cards", "Acme", "Riffler 9", "2.1", "C-" + n)
+    for name in names:
+        fw.identify(name, "cards", "Acme", "Riffler 9", "2.1", "C-" + name)
     checked = 0
     for n in range(1, 1200):
         t = (n - 1) % 4
