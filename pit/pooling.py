@@ -30,6 +30,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import quote, unquote
 
 from controller.protection.cusum import SumBank
 from controller.protection.exact import DECK_CARDS, PACKET_SIZE, PACKETS
@@ -145,10 +146,11 @@ class PoolKey:
 
     @property
     def id(self) -> str:
-        parts = (self.make, self.model, self.firmware) + (
-            (self.serial,) if self.kind == "serial" else ()
-        )
-        return f"{self.kind}:{self.role}:" + "|".join(parts)
+        """``kind:role:make|model|firmware[|serial]``, each part percent-encoded (a table names
+        its devices in printable ASCII, ``|`` and ``:`` included: a name must not split)."""
+        parts = (self.make, self.model, self.firmware)
+        parts += (self.serial,) if self.kind == "serial" else ()
+        return f"{self.kind}:{self.role}:" + "|".join(quote(p, safe=" ") for p in parts)
 
     @property
     def label(self) -> str:
@@ -159,8 +161,8 @@ class PoolKey:
 
     @classmethod
     def from_id(cls, text: str) -> PoolKey:
-        kind, role, rest = text.split(":", 2)
-        parts = rest.split("|")
+        kind, role, rest = (text.split(":", 2) + ["", ""])[:3]
+        parts = [unquote(p) for p in rest.split("|")]
         if kind not in KINDS or role not in ROLES or len(parts) != (4 if kind == "serial" else 3):
             raise ValueError(f"not a pool id: {text!r}")
         return cls(kind, role, *parts)

@@ -348,3 +348,22 @@ def test_a_deal_remembered_from_before_is_compared_with_not_counted() -> None:
     assert pool.watch.rounds == 0 and len(pool.members["T0"].recent) == 1
     found = fw.observe("T0", next_observation(sc, rng), T0)
     assert found and found[0].finding.rounds_seen == 1
+
+
+def test_device_names_with_the_ids_separators_keep_their_pools_across_a_restart() -> None:
+    """A table may name its devices with any printable ASCII (its config, its signed feed): a
+    model called ``X|Y:Z`` or a firmware ``1%2|3`` must neither split a pool's id nor stop the
+    saved state from loading (which would start the floor's evidence afresh)."""
+    fw = FloorWatch(FloorBudget(tables=2))
+    for t, serial in (("T0", "s|1"), ("T1", "s|1")):  # one device, moved: a serial pool too
+        fw.identify(t, "cards", "A:B", "X|Y:Z", "1%2|3", serial)
+    sc, rng = scenario("fair"), random.Random(1)
+    for t in ("T0", "T1"):
+        fw.observe(t, next_observation(sc, rng), T0)
+    ids = sorted(fw.pools)
+    assert len(ids) == 2 and all(PoolKey.from_id(i).model == "X|Y:Z" for i in ids)
+    assert PoolKey.from_id(ids[1]).serial == "s|1" and PoolKey.from_id(ids[1]).firmware == "1%2|3"
+    again = FloorWatch(FloorBudget(tables=2))
+    again.load(json.loads(json.dumps(fw.to_state())))
+    assert sorted(again.pools) == ids
+    assert {p.watch.rounds for p in again.pools.values()} == {2}
