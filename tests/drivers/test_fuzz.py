@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from drivers.codecs.rng import ReferenceRngCodec
@@ -113,12 +113,14 @@ def mutate(rng: random.Random, frame: bytes) -> bytes:
 
 
 def stream_of(
-    rng: random.Random, types: Sequence[int], mutation_rate: float
+    rng: random.Random, types: Sequence[int], mutation_rate: float, at: list[int] | None = None
 ) -> tuple[bytes, list[tuple[int, int, bytes]]]:
-    """Bytes of FRAMES_PER_EXAMPLE frames, some mutated; and the frames left intact."""
+    """Bytes of FRAMES_PER_EXAMPLE frames, some mutated; and the frames left intact (``at``,
+    if given, gets each intact frame's offset in the bytes)."""
     seq = rng.randrange(256)
     parts = []
     intact = []
+    size = 0
     for _ in range(FRAMES_PER_EXAMPLE):
         msg_type, payload = random_message(rng, types)
         frame = encode_frame(seq, msg_type, payload)
@@ -128,9 +130,35 @@ def stream_of(
         else:
             parts.append(frame)
             intact.append((frame[2], frame[3], frame[4:-2]))
+            if at is not None:
+                at.append(size)
+        size += len(parts[-1])
         if rng.random() < mutation_rate / 4:
             parts.append(rng.randbytes(rng.randrange(1, 30)))
+            size += len(parts[-1])
     return b"".join(parts), intact
+
+
+def swallowed(
+    intact: list[tuple[int, int, bytes]], at: list[int], decoded: Sequence[object]
+) -> int:
+    """How many intact frames lie inside a frame the decoder accepted that was never sent: a
+    run of mutated or random bytes whose 16-bit CRC matched by chance (about 1 in 65,536 a
+    candidate), which the protocol cannot tell from a frame. Every byte fed is in exactly one
+    decoded item, in order (``FrameDecoder``), so the items' spans are known."""
+    sent = {(seq, kind, payload) for seq, kind, payload in intact}
+    spans = []
+    pos = 0
+    for item in decoded:
+        n = len(item.payload) + 6 if isinstance(item, Frame) else item.discarded  # type: ignore[attr-defined]
+        if isinstance(item, Frame) and (item.seq, item.type, item.payload) not in sent:
+            spans.append((pos, pos + n))
+        pos += n
+    return sum(
+        1
+        for start, frame in zip(at, intact, strict=True)
+        if any(a <= start and start + len(frame[2]) + 6 <= b for a, b in spans)
+    )
 
 
 def feed_in_pieces(
@@ -189,16 +217,19 @@ FUZZ_SETTINGS = settings(
 @pytest.mark.parametrize("codec_class", list(ALLOWED), ids=lambda c: c.__name__)
 def test_codec_survives_random_and_mutated_frames(codec_class: type[ReferenceCodec]) -> None:
     types = [*sorted(codec_class.accepts), MsgType.STATUS_REQUEST, MsgType.CARD, MsgType.PACKET]
-    counted = {"frames": 0, "missing": 0, "intact": 0}
+    counted = {"frames": 0, "missing": 0, "intact": 0, "collided": 0}
 
     @FUZZ_SETTINGS
     @given(
         seed=st.integers(0, 2**64),
         mutation_rate=st.sampled_from((0.0, 0.02, 0.1, 0.3, 0.7, 1.0)),
     )
+    # Found by a loaded run: random bytes whose CRC matched, swallowing three intact frames.
+    @example(seed=179990828, mutation_rate=0.3)
     def run(seed: int, mutation_rate: float) -> None:
         rng = random.Random(seed)
-        data, intact = stream_of(rng, types, mutation_rate)
+        at: list[int] = []
+        data, intact = stream_of(rng, types, mutation_rate, at)
         codec = codec_class("fuzzed")
         events = feed_in_pieces(rng, data, codec.feed)  # type: ignore[arg-type]
         events += codec.flush()
@@ -207,8 +238,12 @@ def test_codec_survives_random_and_mutated_frames(codec_class: type[ReferenceCod
         decoder = FrameDecoder()
         decoded = feed_in_pieces(rng, data, decoder.feed) + decoder.flush()  # type: ignore[arg-type]
         frames = [f for f in decoded if isinstance(f, Frame)]
-        missing = missing_intact(intact, frames)
+        # An intact frame inside a frame that was never sent but passed its CRC by chance is
+        # the 16-bit CRC's limit, not the decoder's: counted apart, and rare.
+        collided = swallowed(intact, at, decoded)
+        missing = missing_intact(intact, frames) - collided
         assert missing <= (2 if mutation_rate else 0), f"{missing} of {len(intact)} intact lost"
+        counted["collided"] += collided
         counted["frames"] += FRAMES_PER_EXAMPLE
         counted["missing"] += missing
         counted["intact"] += len(intact)
@@ -217,6 +252,7 @@ def test_codec_survives_random_and_mutated_frames(codec_class: type[ReferenceCod
     assert counted["frames"] >= EXAMPLES * FRAMES_PER_EXAMPLE
     # observed: about 1 in 40 000, each a frame cut by its last byte whose CRC ends in 0x02
     assert counted["missing"] * 1_000 <= counted["intact"]
+    assert counted["collided"] * 1_000 <= counted["intact"]
 
 
 @settings(max_examples=400, deadline=None, database=None)
