@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -77,6 +78,11 @@ async def test_metrics_follow_rounds_refusals_devices_and_the_feed(
                 Refusal("mqtt", "x/cmd/nonsense", "nonsense-" + "x" * 40, "signature", "bad")
             )
             await outbox_empty(t.journal, mqtt)
+            # Game protection observes each settled round after its commit, in a task of its
+            # own: its panel and the scrape below must see the same three rounds.
+            async with asyncio.timeout(30):
+                while not _protection_counted(t.daemon.panel("protection"), 3):
+                    await asyncio.sleep(0.05)
 
             async with http.get(f"{url}/metrics") as r:
                 assert r.status == 200
@@ -163,3 +169,10 @@ async def test_a_remote_scrape_needs_the_token(tmp_path: Path) -> None:
                 f"http://127.0.0.1:{display.port}/metrics", headers={"Host": "evil.example"}
             ) as r:
                 assert r.status == 403
+
+
+def _protection_counted(panel: dict[str, Any] | None, rounds: int) -> bool:
+    """Whether game protection's panel has counted ``rounds`` settled rounds (its card test
+    counts every one)."""
+    tests = {test["name"]: test for test in (panel or {}).get("tests", [])}
+    return "card_packet" in tests and tests["card_packet"]["rounds"] >= rounds
