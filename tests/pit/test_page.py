@@ -196,9 +196,13 @@ async def test_pit_page_live_tiles_and_acknowledge_by_signed_command(
                 from pit.store import Store
 
                 copy = Store(db_url, root="casino/demo/paigow/")
-                alarms = copy.db.all("SELECT code, acked_by FROM alarms")
+                alarms = copy.db.all("SELECT table_id, code, acked_by FROM alarms")
+                commands = copy.db.all("SELECT table_id, kind, by_name, sent_at FROM commands")
                 copy.close()
-                seen = f"pit alarms {alarms}; links {pit.web.links.as_dict()}"
+                seen = (
+                    f"the page said {await said.inner_text()!r}; pit alarms {alarms}; "
+                    f"commands sent {commands}; links {pit.web.links.as_dict()}"
+                )
                 raise AssertionError(f"not acknowledged on the page; {seen}; log:\n{log}") from None
             assert dialogs == []  # never a browser alert
             sent = pit.web.hub  # the signed command the pit sent, named
