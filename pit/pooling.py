@@ -161,7 +161,7 @@ class PoolKey:
 
     @classmethod
     def from_id(cls, text: str) -> PoolKey:
-        kind, role, rest = (text.split(":", 2) + ["", ""])[:3]
+        kind, role, rest = [*text.split(":", 2), "", ""][:3]
         parts = [unquote(p) for p in rest.split("|")]
         if kind not in KINDS or role not in ROLES or len(parts) != (4 if kind == "serial" else 3):
             raise ValueError(f"not a pool id: {text!r}")
