@@ -148,7 +148,7 @@ class PoolKey:
     def id(self) -> str:
         """``kind:role:make|model|firmware[|serial]``, each part percent-encoded (a table names
         its devices in printable ASCII, ``|`` and ``:`` included: a name must not split)."""
-        parts = (self.make, self.model, self.firmware)
+        parts: tuple[str, ...] = (self.make, self.model, self.firmware)
         parts += (self.serial,) if self.kind == "serial" else ()
         return f"{self.kind}:{self.role}:" + "|".join(quote(p, safe=" ") for p in parts)
 
