@@ -233,9 +233,13 @@ async def _pit(work: Path) -> AsyncIterator[None]:
     assert code == 0, log_path.read_text()
 
 
-async def _deal(work: Path, rounds: int) -> None:
+async def _deal(work: Path, rounds: int, *, old: bool = False) -> None:
     """The installed table as paigow until its devices are online, ``rounds`` rounds dealt and
-    settled, then SIGTERM (as systemd stops it): it must exit 0."""
+    settled, then SIGTERM (as systemd stops it): it must exit 0. The older release (``old``)
+    has twice been seen not to stop within 120 s of SIGTERM on a loaded machine (a bug of that
+    release, whose code this test cannot change): it is then killed, as systemd would after
+    its stop timeout, and the upgrade starts from a killed table, which it must survive
+    anyway (its rounds are committed before the SIGTERM)."""
     online, settled = _online(JOURNAL), _settled(JOURNAL)
     async with _devices(work) as (shuffler, rng):
         # The same seeded shuffler as the last run: past the decks it dealt then, or the table
@@ -260,10 +264,13 @@ async def _deal(work: Path, rounds: int) -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-                raise AssertionError(
-                    "the table did not stop within 120 s of SIGTERM: "
-                    + (proc.stderr.read()[-3000:] if proc.stderr else "")
-                ) from None
+                said = proc.stderr.read()[-3000:] if proc.stderr else ""
+                if not old:
+                    raise AssertionError(
+                        f"the table did not stop within 120 s of SIGTERM: {said}"
+                    ) from None
+                print(f"the older release did not stop within 120 s of SIGTERM: killed; {said}")
+                return
         assert code == 0, proc.stderr.read() if proc.stderr else ""
 
 
@@ -357,7 +364,7 @@ async def _old_release_deals(old_deb: Path, work: Path, broker_port: int, url: s
     key_id = _configure(work, broker_port, url)
     assert "0003" in _migrate_pit()
     async with _pit(work):
-        await _deal(work, 3)
+        await _deal(work, 3, old=True)
         rounds = _journal_rounds()
         assert len(rounds) == 3
         await _until_the_pit_holds(url, rounds)
