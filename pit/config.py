@@ -243,7 +243,11 @@ class ProtectionConfig(_Model):
     )
     rounds_per_table_year: int = Field(300_000, ge=1, le=10_000_000)
     every: float = Field(
-        5.0, gt=0, le=3600, description="seconds between two takes of the stored rounds"
+        30.0,
+        gt=0,
+        le=3600,
+        description="seconds between two takes of the stored rounds; each saves the pooled "
+        "state (7.6 MB and 0.3 s of CPU at 2,000 tables), so a finding waits at most this long",
     )
 
 

@@ -39,8 +39,8 @@ from pit.pooling import FloorBudget, FloorWatch, PooledFinding, PoolKey
 
 log = logging.getLogger("pit.floorwatch")
 
-#: Rounds taken in one step (one transaction).
-TAKE = 2000
+#: Rounds taken in one step (one transaction): a 2,000-table floor deals about 2,000 a minute.
+TAKE = 20_000
 #: The advisory lock two pits share on PostgreSQL (any constant both use).
 LOCK = 44_044
 KIND = "pooled_protection"
