@@ -123,7 +123,10 @@ async def test_a_flood_of_resends_cannot_make_the_table_an_amplifier(
         refused = [r.json["error"] for r in replies if not r.json["ok"]]
         # The minute's budget, and what it refilled while the flood arrived (a few seconds).
         assert RESEND_PER_MINUTE <= sum(granted) <= RESEND_PER_MINUTE + 500, granted
-        assert granted[:5] == [1000] * 5 and len(granted) + len(refused) == 8
+        # Five asked in full fill the minute's budget; which five is the order the table took
+        # them in, which a loaded machine does not keep to the order they were published in.
+        assert sorted(granted, reverse=True)[:5] == [1000] * 5, granted
+        assert len(granted) + len(refused) == 8
         assert all("seqs a minute" in e for e in refused)
         assert refused or granted[-1] < 1000  # the tail shortened or refused
         await t.deal()  # the table deals on
