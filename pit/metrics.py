@@ -30,7 +30,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from pit.store import Outcome
 
@@ -202,6 +202,12 @@ class _FloorCollector:
         for key, name, help_text in LIVE_GAUGES:
             if key in live:
                 yield GaugeMetricFamily(name, help_text, value=float(live[key]))
+        if "floor_reads" in live:
+            yield CounterMetricFamily(
+                "paigow_pit_page_floor_reads",
+                "Reads of the whole floor for the live pages (a connect is sent the kept tiles)",
+                value=live["floor_reads"],
+            )
 
 
 FLOOR_GAUGES = (
@@ -229,6 +235,7 @@ def live_figures(web: Any, behind: Callable[[float], float] | None) -> dict[str,
         "database_up": float(links.get("database", False)),
         "behind_s": float(behind(now)) if behind is not None else 0.0,
         "page_clients": float(len(web.hub.queues)),
+        "floor_reads": float(web.hub.floor_reads),
         "scraped_at": now,
     }
 

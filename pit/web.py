@@ -68,14 +68,29 @@ class Links:
 #: Pushes a page may leave unread before its stream is ended (:meth:`Hub.drop`): ten seconds of
 #: pushes at the 0.1 s interval.
 STALLED = 100
+#: Seconds between the Hub's reads of the whole floor once a page has asked for it: the counts
+#: that age without a message (rounds in the last hour, a gap past its grace), what another pit
+#: on the same database stored, a change no batch announced; only the tiles that differ are pushed.
+FLOOR_REFRESH = 60.0
+
+Tiles = list[dict[str, Any]]
 
 
 class Hub:
     """Fans committed batches out to the live pages: the tables a batch changed are read again
-    (at most every ``interval`` s) and sent to every open event stream."""
+    (at most every ``interval`` s) and only they are sent to every open event stream. The Hub
+    keeps the latest tile of every table (:attr:`floor`, from the first page's first read on),
+    so a page that connects or reconnects is sent that snapshot with no read of the database;
+    the whole floor is read again every ``refresh`` s and what differs is pushed.
 
-    def __init__(self, read: Callable[[list[str]], Awaitable[list[dict[str, Any]]]]) -> None:
+    ``read(None)`` is the whole floor, ``read(ids)`` those tables' tiles; either raises when the
+    database does not answer (the tables are then read at the next step)."""
+
+    def __init__(
+        self, read: Callable[[list[str] | None], Awaitable[Tiles]], refresh: float = FLOOR_REFRESH
+    ) -> None:
         self.read = read
+        self.refresh = refresh
         self.queues: set[asyncio.Queue[str]] = set()
         self.dirty: set[str] = set()
         self.sent: dict[str, str] = {}
@@ -83,6 +98,12 @@ class Hub:
         self.wake = asyncio.Event()
         self.interval = 0.1
         self.pushed = 0
+        #: every table's latest tile, by table id; None until a page asks for the floor
+        self.floor: dict[str, dict[str, Any]] | None = None
+        #: when the whole floor was last read (monotonic), and how many times it was
+        self.refreshed = -math.inf
+        self.floor_reads = 0
+        self._reading = asyncio.Lock()
 
     def on_batch(self, outcome: Outcome) -> None:
         self.dirty |= outcome.tables
@@ -102,10 +123,60 @@ class Hub:
         self.dirty.add(table_id)
         self.wake.set()
 
+    def renew(self) -> None:
+        """Read the whole floor at the next step (the database is back: what it holds may
+        have changed while the pit could not read it)."""
+        self.refreshed = -math.inf
+        self.wake.set()
+
+    async def snapshot(self) -> Tiles:
+        """Every table's latest tile: what the Hub keeps, read from the database only the
+        first time a page asks (raises if it does not answer then)."""
+        if self.floor is None:
+            await self._read_floor()
+        assert self.floor is not None
+        return list(self.floor.values())
+
+    async def _read_floor(self) -> Tiles:
+        """The whole floor read again; the tiles that differ from what was kept."""
+        asked = time.monotonic()
+        async with self._reading:
+            if self.floor is not None and self.refreshed >= asked:  # read meanwhile
+                return []
+            tiles = await self.read(None)
+            old = self.floor
+            if old is None:
+                old = {}
+                self.wake.set()  # the Hub's next whole read is due ``refresh`` s from now
+            self.floor = {t["table_id"]: t for t in tiles}
+            self.refreshed = time.monotonic()
+            self.floor_reads += 1
+            return [t for t in tiles if old.get(t["table_id"]) != t]
+
+    async def _changed(self, dirty: list[str]) -> Tiles | None:
+        """The tiles to push this step (the dirty tables', or what differs after the whole
+        floor's read when it is due); None if the database did not answer."""
+        try:
+            if self.floor is not None and time.monotonic() - self.refreshed >= self.refresh:
+                return await self._read_floor()
+            if not dirty:
+                return []
+            tiles = await self.read(dirty)
+        except Exception as exc:
+            log.warning("pit_web_read_failed: %s", type(exc).__name__)
+            self.dirty.update(dirty)  # read at the next step
+            return None
+        if self.floor is not None:
+            for tile in tiles:
+                self.floor[tile["table_id"]] = tile
+        return tiles
+
     async def run(self) -> None:
         last = -math.inf
         while True:
-            await self.wake.wait()
+            due = None if self.floor is None else self.refreshed + self.refresh - time.monotonic()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), None if due is None else max(due, 0))
             self.wake.clear()
             # At most every ``interval`` s, and at once when the last push is older: a
             # batch gathered for ``batch_wait`` (issue 31) is not held back another interval.
@@ -116,12 +187,14 @@ class Hub:
             dirty, self.dirty = sorted(self.dirty), set()
             sent, self.sent = self.sent, {}
             alarms, self.alarms = self.alarms, []
-            if not self.queues:
+            if self.floor is None and not self.queues:
+                continue  # no page has asked for the floor yet: nothing to keep
+            tiles = await self._changed(dirty)
+            if not self.queues or (not tiles and not sent and not alarms):
                 continue
-            tiles = await self.read(dirty) if dirty else []
             try:
                 event = orjson.dumps(
-                    {"tiles": tiles, "sent": sent, "alarms": alarms, "at": time.time()}
+                    {"tiles": tiles or [], "sent": sent, "alarms": alarms, "at": time.time()}
                 ).decode()  # a few hundred tiles a second at 2,000 tables: orjson (issue 31)
             except TypeError as exc:  # a value no JSON takes: said, and the stream goes on
                 log.error("pit_web_event_failed: %s (tables %s)", exc, ", ".join(dirty[:10]))
@@ -185,7 +258,10 @@ class PitWeb:
         change goes to every page at once."""
         while not stop.is_set():
             now = time.time()
-            changed = self.links.set("database", await self.database.answers(), now)
+            answers = await self.database.answers()
+            changed = self.links.set("database", answers, now)
+            if changed and answers:  # back: read the whole floor again
+                self.hub.renew()
             if self.connected is not None:
                 changed |= self.links.set("broker", self.connected.is_set(), now)
             if self.behind is not None:
@@ -196,18 +272,15 @@ class PitWeb:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), every)
 
-    async def _read_tiles(self, tables: list[str]) -> list[dict[str, Any]]:
-        try:
-            return await self.db(lambda s: s.pages.tiles(tables))
-        except Exception as exc:
-            log.warning("pit_web_read_failed: %s", type(exc).__name__)
-            return []
+    async def _read_tiles(self, tables: list[str] | None) -> list[dict[str, Any]]:
+        """The tiles of ``tables`` (None: every table), for the Hub; raises if the database
+        does not answer."""
+        return await self.db(lambda s: s.pages.tiles(tables))
 
     # --- pages and data --------------------------------------------------------------------
 
     async def floor(self, request: web.Request) -> web.Response:
-        tiles = await self.db(lambda s: s.pages.tiles())
-        return web.json_response(self._floor(tiles))
+        return web.json_response(self._floor(await self.hub.snapshot()))
 
     def _floor(self, tiles: list[dict[str, Any]]) -> dict[str, Any]:
         return {
@@ -286,8 +359,8 @@ class PitWeb:
         return web.json_response(await self.db(read))
 
     async def events(self, request: web.Request) -> web.StreamResponse:
-        """The live stream: the whole floor at once (also right after a reconnect), then the
-        tiles that changed."""
+        """The live stream: the whole floor at once (also right after a reconnect: the Hub's
+        snapshot, not a read of the database), then the tiles that changed."""
         if len(self.hub.queues) >= self.config.web.max_streams:
             return self.gate.refuse(request, 503, "too many live pages open: try again later")
         response = web.StreamResponse(
@@ -298,8 +371,8 @@ class PitWeb:
         self.hub.queues.add(queue)
         try:
             try:
-                tiles = await self.db(lambda s: s.pages.tiles())
-                first = f"event: floor\ndata: {json.dumps(self._floor(tiles))}"
+                tiles = await self.hub.snapshot()  # kept by the Hub: no read a reconnect
+                first = f"event: floor\ndata: {orjson.dumps(self._floor(tiles)).decode()}"
             except Exception as exc:  # the database is away: the page keeps its tiles, and
                 log.warning("pit_web_read_failed: %s", type(exc).__name__)  # shows the banner
                 links = json.dumps({"links": self.links.as_dict(), "at": time.time()})
