@@ -316,6 +316,9 @@ class PitProcess:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             self._live_cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
             self._live_threads = self._threads(pid)
+            children = self._children(pid)  # the floor's process (pit.floorwatch), the pit's too
+            self._live_cpu += children
+            self._live_threads["floor-process"] = children
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     self.rss_max = max(self.rss_max, int(line.split()[1]) * 1024)
@@ -336,6 +339,19 @@ class PitProcess:
                 cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
                 out[name] = out.get(name, 0.0) + cpu
         return out
+
+    @staticmethod
+    def _children(pid: int) -> float:
+        """CPU seconds of the pit's child processes (its floor's process and the resource
+        tracker that comes with it), alive now."""
+        total = 0.0
+        with contextlib.suppress(OSError, ValueError):
+            kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            for kid in kids:
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    fields = Path(f"/proc/{kid}/stat").read_text().rsplit(")", 1)[1].split()
+                    total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
 
     def _bank(self) -> None:
         """The live process's CPU into the totals (before it is killed or stopped)."""

@@ -102,7 +102,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return check_pit_config_main(args.file)
 
 
-def _logging(level: str) -> None:
+def configure_logging(level: str) -> None:
+    """The pit's log lines (stderr: journald under systemd), in the pit and in its floor's
+    process."""
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
@@ -116,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pit.service import Pit, run_pit
 
     config = _config(args.config)
-    _logging(config.log_level)
+    configure_logging(config.log_level)
 
     def ready(pit: Pit) -> None:
         url = pit.web.url if pit.web is not None else "no page"

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from pit.config import PitConfig, PitConfigError, read_hex_key
 from pit.db import down_reason, name_thread
-from pit.floorwatch import FloorProtection, budget_of
+from pit.floorwatch import FloorProcess, budget_of
 from pit.ingest import Ingest
 from pit.keys import FeedKeys
 from pit.pagedb import PageStore
@@ -185,9 +185,9 @@ class Pit:
             else None
         )
 
-        #: the floor's pooled game protection (issue 44), stepped in a thread of its own
+        #: the floor's pooled game protection (issue 44), stepped in a process of its own
         self.floor = (
-            FloorProtection(
+            FloorProcess(
                 config.database_url,
                 budget_of(config.protection, lambda: len(feed_keys_of(config).tables())),
             )
@@ -234,8 +234,9 @@ class Pit:
 
     async def _floor_watch(self, stop: asyncio.Event) -> None:
         """Every ``[protection] every`` s, the stored rounds into the floor's pools (its own
-        thread and connection: the ingest never waits for it). A failure is logged and tried
-        again next time; the rounds wait in the database meanwhile."""
+        process and connection, waited for from a thread: the ingest never waits for it). A
+        failure is logged and tried again next time; the rounds wait in the database
+        meanwhile."""
         floor = self.floor
         assert floor is not None
         executor = ThreadPoolExecutor(1, "pit-floor", initializer=name_thread("pit-floor-db"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from controller.messages import DeviceIdentity
@@ -173,3 +174,92 @@ def test_two_pits_take_turns_on_one_state(db_url: str) -> None:
     one.close()
     two.close()
     store.close()
+
+
+def test_the_floor_steps_in_a_process_of_its_own_lower_in_priority_and_outlives_its_death(
+    db_url: str,
+) -> None:
+    """The floor's step runs in a child process (issue 42: in a thread of the pit it held the
+    interpreter's lock from the ingest for seconds at 2,000 tables), at a lower priority; a
+    child killed mid-life is said as a failed step, the next step starts a new one, which reads
+    the saved state: no round is taken twice, none is lost, no alarm is raised twice."""
+    import os
+    import signal
+
+    from pit.floorwatch import NICE, FloorProcess
+
+    store = _store(db_url)
+    start = datetime.now(UTC) - timedelta(minutes=5)
+    tables = _tables(store, 4, start)
+    _deal(store, tables, 8, start)
+    floor = FloorProcess(db_url, FloorBudget(tables=4))
+    try:
+        first = floor.step()
+        child = floor.pid()
+        assert child is not None and child != os.getpid()
+        assert os.getpriority(os.PRIO_PROCESS, child) >= os.getpriority(os.PRIO_PROCESS, 0) + min(
+            NICE, 19 - os.getpriority(os.PRIO_PROCESS, 0)
+        )
+        assert _one(store, "SELECT count(*) FROM rounds WHERE pooled = 0")[0] == 0
+        os.kill(child, signal.SIGKILL)
+        _deal(store, tables, 6, start + timedelta(minutes=1))
+        try:
+            floor.step()
+            raise AssertionError("a dead child's step was said to have run")
+        except Exception as exc:
+            assert "terminated abruptly" in str(exc) or type(exc).__name__ == "BrokenProcessPool"
+        second = floor.step()  # a new child, the saved state
+        assert floor.pid() not in (None, child)
+        assert _one(store, "SELECT count(*) FROM rounds WHERE pooled = 0")[0] == 0
+        state = json.loads(_one(store, "SELECT state FROM floor_protection")[0])
+        assert state  # saved by the children, read again by the second
+        raised = _one(store, "SELECT count(*) FROM record_alarms WHERE kind = 'pooled_protection'")
+        assert raised[0] == len(first) + len(second) == 1  # the RNG model's finding, once
+    finally:
+        floor.close()
+
+
+def test_the_floors_process_ends_when_the_pit_is_killed(db_url: str, tmp_path: Any) -> None:
+    """A pit killed with SIGKILL (the OOM killer, kill -9) tells its floor's process nothing:
+    the child sees it is orphaned and ends, its step rolled back, instead of living on idle
+    with a database connection (found by bench/pit.py's restarts)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    store = _store(db_url)
+    start = datetime.now(UTC) - timedelta(minutes=5)
+    _deal(store, _tables(store, 2, start), 3, start)
+    script = (
+        "import sys, time\n"
+        "from pit.floorwatch import FloorProcess\n"
+        "from pit.pooling import FloorBudget\n"
+        "floor = FloorProcess(sys.argv[1], FloorBudget(tables=2))\n"
+        "floor.step()\n"
+        "print(floor.pid(), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    pit = subprocess.Popen([sys.executable, "-c", script, db_url], stdout=subprocess.PIPE)
+    try:
+        assert pit.stdout is not None
+        child = int(pit.stdout.readline())
+        os.kill(child, 0)  # alive
+        pit.send_signal(signal.SIGKILL)
+        pit.wait(30)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                stat = Path(f"/proc/{child}/stat").read_text()
+            except FileNotFoundError:
+                break
+            if stat.rsplit(")", 1)[1].split()[0] == "Z":  # ended, not yet reaped by init
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(child, signal.SIGKILL)
+            raise AssertionError("the floor's process outlived its pit")
+    finally:
+        if pit.poll() is None:
+            pit.kill()
+            pit.wait()
