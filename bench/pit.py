@@ -345,12 +345,14 @@ class PitProcess:
         """CPU seconds of the pit's child processes (its floor's process and the resource
         tracker that comes with it), alive now."""
         total = 0.0
-        with contextlib.suppress(OSError, ValueError):
-            kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-            for kid in kids:
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    fields = Path(f"/proc/{kid}/stat").read_text().rsplit(")", 1)[1].split()
-                    total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        kids: list[str] = []
+        for task in Path(f"/proc/{pid}/task").iterdir():  # each thread's own children
+            with contextlib.suppress(OSError):
+                kids += (task / "children").read_text().split()
+        for kid in kids:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = Path(f"/proc/{kid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         return total
 
     def _bank(self) -> None:
