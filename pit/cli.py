@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,19 +101,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return check_pit_config_main(args.file)
 
 
-def configure_logging(level: str) -> None:
-    """The pit's log lines (stderr: journald under systemd), in the pit and in its floor's
-    process."""
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from controller import systemd
-    from pit.config import PitConfigError
+    from pit.config import PitConfigError, configure_logging
     from pit.service import Pit, run_pit
 
     config = _config(args.config)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -306,3 +308,13 @@ def read_hex_key(path: Path) -> bytes:
     if len(key) < 32:
         raise PitConfigError(f"{path}: the key is shorter than 32 bytes")
     return key
+
+
+def configure_logging(level: str) -> None:
+    """The pit's log lines (stderr: journald under systemd), in the pit and in its floor's
+    process."""
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )

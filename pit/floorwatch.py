@@ -33,6 +33,7 @@ import json
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
 import uuid
@@ -45,6 +46,7 @@ from typing import Any
 from controller.messages import RoundPayload
 from controller.protection.observation import observation_from_round
 from controller.protection.watch import Finding
+from pit.config import configure_logging
 from pit.db import Database
 from pit.pooling import FloorBudget, FloorWatch, PooledFinding, PoolKey
 
@@ -346,8 +348,6 @@ def _child_start(url: str, budget: FloorBudget, level: int, nice: int) -> None:
         os.nice(nice)
     parent = os.getppid()
     threading.Thread(target=_orphaned, args=(parent,), name="pit-floor-parent", daemon=True).start()
-    from pit.cli import configure_logging
-
     configure_logging(logging.getLevelName(level))
     _CHILD = FloorProtection(url, budget)
 
@@ -357,7 +357,7 @@ def _orphaned(parent: int, every: float = 0.5) -> None:
     rolls back with its connection. Without this it lived on, idle, holding a connection."""
     while os.getppid() == parent:
         time.sleep(every)
-    os._exit(0)
+    os.kill(os.getpid(), signal.SIGTERM)  # no handler in the child: it ends at once
 
 
 def _child_step() -> list[dict[str, Any]]:
