@@ -346,6 +346,11 @@ def _child_start(url: str, budget: FloorBudget, level: int, nice: int) -> None:
     global _CHILD
     with contextlib.suppress(OSError):
         os.nice(nice)
+    # The pit ends it (``FloorProcess.close``), not the signals a stop sends the whole group
+    # (systemd's SIGTERM to every process of the unit, a terminal's ^C): a step in progress
+    # finishes or is rolled back by the pit's own close, never cut short as a "failure".
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
     threading.Thread(target=_orphaned, args=(parent,), name="pit-floor-parent", daemon=True).start()
     configure_logging(logging.getLevelName(level))
@@ -357,7 +362,7 @@ def _orphaned(parent: int, every: float = 0.5) -> None:
     rolls back with its connection. Without this it lived on, idle, holding a connection."""
     while os.getppid() == parent:
         time.sleep(every)
-    os.kill(os.getpid(), signal.SIGTERM)  # no handler in the child: it ends at once
+    os.kill(os.getpid(), signal.SIGKILL)  # SIGTERM is ignored here (above)
 
 
 def _child_step() -> list[dict[str, Any]]:
