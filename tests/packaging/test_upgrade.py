@@ -233,9 +233,10 @@ async def _pit(work: Path) -> AsyncIterator[None]:
     assert code == 0, log_path.read_text()
 
 
-async def _deal(work: Path, rounds: int, *, old: bool = False) -> None:
+async def _deal(work: Path, rounds: int, *, old: bool = False, url: str | None = None) -> None:
     """The installed table as paigow until its devices are online, ``rounds`` rounds dealt and
-    settled, then SIGTERM (as systemd stops it): it must exit 0. The older release (``old``)
+    settled (and, with ``url``, the pit holds every round the journal settled), then SIGTERM
+    (as systemd stops it): it must exit 0. The older release (``old``)
     has twice been seen not to stop within 120 s of SIGTERM on a loaded machine (a bug of that
     release, whose code this test cannot change): it is then killed, as systemd would after
     its stop timeout, and the upgrade starts from a killed table, which it must survive
@@ -257,6 +258,8 @@ async def _deal(work: Path, rounds: int, *, old: bool = False) -> None:
                 await rng.press()
                 await shuffler.deal()
                 await _until(lambda n=n: _settled(JOURNAL) >= n, proc)
+            if url is not None:  # the pit's copy whole while the table can still send
+                await _until_the_pit_holds(work, url)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:  # generous: a loaded machine once kept the old release past 30 s
@@ -274,10 +277,22 @@ async def _deal(work: Path, rounds: int, *, old: bool = False) -> None:
         assert code == 0, proc.stderr.read() if proc.stderr else ""
 
 
-async def _until_the_pit_holds(url: str, rounds: set[str], timeout: float = 60) -> None:
-    async with asyncio.timeout(timeout):
-        while not rounds <= _pit_rounds(url):
-            await asyncio.sleep(0.2)
+async def _until_the_pit_holds(work: Path, url: str, timeout: float = 240) -> None:
+    """Until the pit holds every round the journal settled, asked while the table still runs
+    (a table stopped with messages in its outbox sends them at its next start, not before).
+    Generous: on a loaded machine (two CPU hogs beside the suite) 60 s once was not enough, and
+    the failure then says what the pit holds and what it logged."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not (rounds := _journal_rounds()) <= _pit_rounds(url):
+                await asyncio.sleep(0.2)
+    except TimeoutError:
+        held = _pit_rounds(url)
+        log = (work / "pit.log").read_text()[-3000:]
+        raise AssertionError(
+            f"the pit holds {len(held & rounds)} of the table's {len(rounds)} rounds after "
+            f"{timeout:.0f} s; missing {sorted(rounds - held)}; the pit said: {log}"
+        ) from None
 
 
 def _audit_verify(work: Path) -> None:
@@ -364,10 +379,9 @@ async def _old_release_deals(old_deb: Path, work: Path, broker_port: int, url: s
     key_id = _configure(work, broker_port, url)
     assert "0003" in _migrate_pit()
     async with _pit(work):
-        await _deal(work, 3, old=True)
+        await _deal(work, 3, old=True, url=url)
         rounds = _journal_rounds()
-        assert len(rounds) == 3
-        await _until_the_pit_holds(url, rounds)
+        assert len(rounds) == 3 and rounds <= _pit_rounds(url)
     assert _schema() == OLD_SCHEMA
     configs = {path: _file_state(path) for path in (TABLE_CONFIG, PIT_CONFIG)}
     return Kept(version, key_id, FEED_KEY.read_bytes(), configs, rounds)
@@ -390,10 +404,9 @@ async def _upgrade_keeps_everything(built: Built, work: Path, url: str, kept: Ke
     assert _pit_rounds(url) >= kept.rounds
     assert _schema() == OLD_SCHEMA  # the package leaves the journal to the table's first start
     async with _pit(work):
-        await _deal(work, 3)
+        await _deal(work, 3, url=url)
         rounds = _journal_rounds()
-        assert len(rounds) == 6 and kept.rounds < rounds
-        await _until_the_pit_holds(url, rounds)
+        assert len(rounds) == 6 and kept.rounds < rounds and rounds <= _pit_rounds(url)
     assert _schema() == SCHEMA_VERSION
     _audit_verify(work)
 
