@@ -11,7 +11,7 @@ const tableId = decodeURIComponent(location.pathname.split("/").pop());
 function say(text, ok) {
   const p = $("ack-said");
   p.textContent = text;
-  p.className = ok ? "said ok" : "said refused";
+  p.className = ok === null ? "said" : ok ? "said ok" : "said refused";
   p.hidden = !text;
 }
 
@@ -65,12 +65,16 @@ document.addEventListener("click", async (e) => {
   const record = e.target.closest("[data-record]");
   const round = e.target.closest("[data-round]");
   if ((alarm || record) && (!badge || !pin)) { say("The supervisor's badge and PIN first.", false); $(badge ? "pin" : "badge").focus(); return; }
+  if (alarm || record) {
+    // The PIN leaves its field as it is sent: an answer that comes later (a slow pit) never
+    // wipes a PIN typed since, and the field never holds one longer than a click.
+    $("pin").value = "";
+    say("Sending…", null);
+  }
   if (alarm) {
     await post("/api/acknowledge", {table_id: tableId, alarm_id: alarm.dataset.alarm, badge, pin});
-    $("pin").value = "";
   } else if (record) {
     await post("/api/record-ack", {id: record.dataset.record, badge, pin});
-    $("pin").value = "";
     load();
   } else if (round) {
     const r = await fetch(`/api/round/${encodeURIComponent(round.dataset.round)}`);

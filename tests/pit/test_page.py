@@ -182,7 +182,15 @@ async def test_pit_page_live_tiles_and_acknowledge_by_signed_command(
             await page.fill("#badge", "S100")
             await page.fill("#pin", "000000")  # a wrong PIN: said in place, nothing acknowledged
             await page.locator("[data-alarm]").first.click()
-            await page.locator("#ack-said.refused").wait_for(timeout=WAIT_MS)
+            # The pit's answer itself (the refused look is already there from the click without
+            # a badge: waiting on it alone raced the answer, which then cleared the next PIN).
+            await page.wait_for_function(
+                "(() => { const p = document.querySelector('#ack-said');"
+                " return p.className === 'said refused'"
+                " && !/badge and PIN first|Sending/.test(p.textContent); })()",
+                timeout=WAIT_MS,
+            )
+            assert await page.locator("#pin").input_value() == ""  # gone as it was sent
             assert "Acknowledged" not in await said.inner_text()
             assert await page.locator("[data-alarm]").count() >= 1
             await page.fill("#pin", PIN)
