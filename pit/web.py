@@ -72,6 +72,9 @@ STALLED = 100
 #: that age without a message (rounds in the last hour, a gap past its grace), what another pit
 #: on the same database stored, a change no batch announced; only the tiles that differ are pushed.
 FLOOR_REFRESH = 60.0
+#: Seconds before a whole read the database did not answer is tried again (the links' watch
+#: asks at once when the database is back: :meth:`Hub.renew`).
+FLOOR_RETRY = 2.0
 
 Tiles = list[dict[str, Any]]
 
@@ -104,6 +107,7 @@ class Hub:
         self.refreshed = -math.inf
         self.floor_reads = 0
         self._reading = asyncio.Lock()
+        self._failing = False  # said once an outage, not at every try
 
     def on_batch(self, outcome: Outcome) -> None:
         self.dirty |= outcome.tables
@@ -158,17 +162,25 @@ class Hub:
         floor's read when it is due); None if the database did not answer."""
         try:
             if self.floor is not None and time.monotonic() - self.refreshed >= self.refresh:
-                return await self._read_floor()
-            if not dirty:
+                tiles = await self._read_floor()
+            elif dirty:
+                tiles = await self.read(dirty)
+                if self.floor is not None:
+                    for tile in tiles:
+                        self.floor[tile["table_id"]] = tile
+            else:
                 return []
-            tiles = await self.read(dirty)
         except Exception as exc:
-            log.warning("pit_web_read_failed: %s", type(exc).__name__)
+            if not self._failing:  # once an outage, not at every try
+                log.warning("pit_web_read_failed: %s", type(exc).__name__)
+            self._failing = True
             self.dirty.update(dirty)  # read at the next step
+            if self.floor is not None:  # the whole read again in FLOOR_RETRY s, not at once
+                self.refreshed = max(self.refreshed, time.monotonic() - self.refresh + FLOOR_RETRY)
             return None
-        if self.floor is not None:
-            for tile in tiles:
-                self.floor[tile["table_id"]] = tile
+        if self._failing:
+            log.info("pit_web_read_back")
+            self._failing = False
         return tiles
 
     async def run(self) -> None:

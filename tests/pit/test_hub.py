@@ -132,3 +132,35 @@ async def test_a_first_read_that_fails_is_said_to_the_page_and_the_next_page_rea
         await hub.snapshot()  # the page is told (its stream sends the links instead)
     assert hub.floor is None
     assert len(await hub.snapshot()) == 5 and hub.floor_reads == 1
+
+
+async def test_a_database_down_is_tried_every_few_seconds_and_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The whole floor's read due while the database is down: tried again every
+    ``FLOOR_RETRY`` s, not at every step (before, every 0.1 s, with a warning each time: ten
+    log lines a second for as long as the outage lasted); said once, and once when back."""
+    import logging
+    import time
+
+    from pit.web import FLOOR_RETRY
+
+    db = Floor(10)
+    async with watched(db, refresh=0.2) as (hub, page, _):
+        with caplog.at_level(logging.INFO, logger="pit.web"):
+            db.fail = 10**6  # down
+            start, reads = time.monotonic(), hub.floor_reads
+            tries = len(db.reads)
+            await asyncio.sleep(1.5)
+            tried = len(db.reads) - tries
+            assert 1 <= tried <= 1 + int(1.5 / FLOOR_RETRY) + 1, tried
+            failed = [r for r in caplog.records if "pit_web_read_failed" in r.getMessage()]
+            assert len(failed) == 1
+            db.fail = 0  # back (the links' watch would renew at once)
+            hub.renew()
+            while hub.floor_reads == reads:
+                await asyncio.sleep(0.01)
+            assert time.monotonic() - start < 10
+            while not any("pit_web_read_back" in r.getMessage() for r in caplog.records):
+                await asyncio.sleep(0.01)
+        assert page.empty()  # nothing changed, nothing pushed
