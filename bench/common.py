@@ -281,9 +281,11 @@ def topic_prefix(table_id: str) -> str:
     return f"casino/{SITE}/paigow/{table_id}/"
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a live process so far (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def cpu_seconds(pid: int | str, stat: Path | None = None) -> float:
+    """User + system CPU time of a live process so far (/proc/PID/stat), or of the task whose
+    ``stat`` file is given (/proc/PID/task/TID/stat)."""
+    text = (stat or Path(f"/proc/{pid}/stat")).read_text()
+    fields = text.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

@@ -57,6 +57,8 @@ import aiomqtt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from common import cpu_seconds
+
 from controller.mqtt.client import Client
 from controller.mqtt.wire import NODELAY
 from pit.pagedb import PageStore
@@ -313,8 +315,7 @@ class PitProcess:
             return
         with contextlib.suppress(OSError, ValueError, IndexError):
             pid = self.proc.pid
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            self._live_cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            self._live_cpu = cpu_seconds(pid)
             self._live_threads = self._threads(pid)
             children = self._children(pid)  # the floor's process (pit.floorwatch), the pit's too
             self._live_cpu += children
@@ -333,10 +334,9 @@ class PitProcess:
         out: dict[str, float] = {}
         for task in Path(f"/proc/{pid}/task").iterdir():
             with contextlib.suppress(OSError, ValueError, IndexError):
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                cpu = cpu_seconds(pid, task / "stat")
                 name = "event-loop" if task.name == str(pid) else (task / "comm").read_text()
                 name = name.strip() if name.startswith("pit-") or name == "event-loop" else "other"
-                cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
                 out[name] = out.get(name, 0.0) + cpu
         return out
 
@@ -351,8 +351,7 @@ class PitProcess:
                 kids += (task / "children").read_text().split()
         for kid in kids:
             with contextlib.suppress(OSError, ValueError, IndexError):
-                fields = Path(f"/proc/{kid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                total += cpu_seconds(kid)
         return total
 
     def _bank(self) -> None:
