@@ -329,15 +329,13 @@ class Transaction:
         return self._now
 
     def _counter(self, name: str) -> int:
-        key = f"{name}/{self._file.table_id}"
-        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        value = (int(row[0]) if row else 0) + 1
-        self._conn.execute(
-            "INSERT INTO meta (key, value) VALUES (?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (key, str(value)),
-        )
-        return value
+        """The next value of a per-table counter in ``meta`` (1 if new), in one statement."""
+        row = self._conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT (key) "
+            "DO UPDATE SET value = CAST(value AS INTEGER) + 1 RETURNING value",
+            (f"{name}/{self._file.table_id}",),
+        ).fetchone()
+        return int(row[0])
 
     def remember(self, name: str, value: Any) -> None:
         """Keep a small piece of table state (JSON) across restarts, in this transaction. Kept
@@ -363,26 +361,33 @@ class Transaction:
         """Append an event; its ``chain`` hash links it to the event before it
         (:func:`chain_link`, docs/audit.md)."""
         text = _event_payload(payload)
+        file = self._file
+        # The link covers the row's id: it is made for the id the row should get (the one after
+        # the newest this connection wrote or found), and made again in a second statement if
+        # SQLite gave another (issue 42: one statement an event instead of two).
+        expected = file.last_event_id + 1
+        link = chain_link(file.chain_head, expected, round_id, self._now, kind, text)
         try:
             cur = self._conn.execute(
-                "INSERT INTO events (round_id, at, kind, payload) VALUES (?, ?, ?, ?)",
-                (round_id, self._now, kind, text),
+                "INSERT INTO events (round_id, at, kind, payload, chain) VALUES (?, ?, ?, ?, ?)",
+                (round_id, self._now, kind, text, link),
             )
         except sqlite3.IntegrityError:
             raise JournalError(f"no round {round_id} in the journal") from None
-        assert cur.lastrowid is not None
-        link = chain_link(self._file.chain_head, cur.lastrowid, round_id, self._now, kind, text)
-        self._conn.execute("UPDATE events SET chain = ? WHERE id = ?", (link, cur.lastrowid))
-        self._file.chain_head = link
-        return cur.lastrowid
+        event_id = cur.lastrowid
+        assert event_id is not None
+        if event_id != expected:
+            link = chain_link(file.chain_head, event_id, round_id, self._now, kind, text)
+            self._conn.execute("UPDATE events SET chain = ? WHERE id = ?", (link, event_id))
+        file.chain_head = link
+        file.last_event_id = event_id
+        return event_id
 
-    def _seal(self, round_id: str) -> None:
-        """Record the round's final word (status, reason, the result's SHA-256) in the chain,
-        so an edit of the round's row is caught (docs/audit.md)."""
-        row = self._conn.execute(
-            "SELECT status, reason, result FROM rounds WHERE round_id = ?", (round_id,)
-        ).fetchone()
-        self.record_event("round_sealed", seal_of(round_id, row[0], row[1], row[2]), round_id)
+    def _seal(self, round_id: str, status: str, reason: str | None, result: str | None) -> None:
+        """Record the round's final word (status, reason, the result's SHA-256: the values this
+        transaction just wrote to its row) in the chain, so an edit of the row is caught
+        (docs/audit.md)."""
+        self.record_event("round_sealed", seal_of(round_id, status, reason, result), round_id)
 
     def open_round(self, round_id: str, seq: int | None = None) -> int:
         open_id = _open_round_id(self._conn, self._file.table_id)
@@ -415,26 +420,21 @@ class Transaction:
         closed = RoundStatus(status)
         if closed not in CLOSED_STATUSES:
             raise JournalError(f"a round closes as settled, dead, misdeal or void, not {closed}")
-        row = self._conn.execute(
-            "SELECT status FROM rounds WHERE round_id = ? AND table_id = ?",
-            (round_id, self._file.table_id),
-        ).fetchone()
-        if row is None:
-            raise JournalError(f"no round {round_id} at table {self._file.table_id}")
-        if row[0] != RoundStatus.OPEN:
-            raise JournalError(f"round {round_id} is already closed ({row[0]})")
-        self._conn.execute(
+        text = None if result is None else _event_payload(result)
+        cur = self._conn.execute(
             "UPDATE rounds SET status = ?, reason = ?, result = ?, closed_at = ? "
-            "WHERE round_id = ?",
-            (
-                closed.value,
-                reason,
-                None if result is None else _event_payload(result),
-                self._now,
-                round_id,
-            ),
+            "WHERE round_id = ? AND table_id = ? AND status = 'open'",
+            (closed.value, reason, text, self._now, round_id, self._file.table_id),
         )
-        self._seal(round_id)
+        if cur.rowcount != 1:  # not this table's, or not open: say which
+            row = self._conn.execute(
+                "SELECT status FROM rounds WHERE round_id = ? AND table_id = ?",
+                (round_id, self._file.table_id),
+            ).fetchone()
+            if row is None:
+                raise JournalError(f"no round {round_id} at table {self._file.table_id}")
+            raise JournalError(f"round {round_id} is already closed ({row[0]})")
+        self._seal(round_id, closed.value, reason, text)
         return [
             self.enqueue(m.topic, m.payload, m.qos, m.retain, round_id=round_id) for m in outbox
         ]
@@ -458,12 +458,13 @@ class Transaction:
             raise JournalError(f"round {round_id} is {row[0]}, not settled: close it instead")
         if row[1] is not None:
             self.record_event("settled_result_voided", json.loads(row[1]), round_id)
+        text = _event_payload(result)
         self._conn.execute(
             "UPDATE rounds SET status = ?, reason = ?, result = ?, closed_at = ? "
             "WHERE round_id = ?",
-            (RoundStatus.VOID.value, reason, _event_payload(result), self._now, round_id),
+            (RoundStatus.VOID.value, reason, text, self._now, round_id),
         )
-        self._seal(round_id)
+        self._seal(round_id, RoundStatus.VOID.value, reason, text)
         return [
             self.enqueue(m.topic, m.payload, m.qos, m.retain, round_id=round_id) for m in outbox
         ]
@@ -690,6 +691,9 @@ class JournalFile:
         #: The newest event's link, which the next event's is made from (``record_event``);
         #: a transaction that rolls back puts it back.
         self.chain_head = ""
+        #: The newest event id this connection wrote or found (the next event's is one more,
+        #: ``AUTOINCREMENT``); a transaction that rolls back puts it back too.
+        self.last_event_id = 0
         self._ulid = _UlidSource(clock)
         self._in_transaction = False
         self._synchronous: Synchronous = synchronous
@@ -703,6 +707,7 @@ class JournalFile:
         try:
             self._setup(synchronous)
             self.chain_head = self._read_chain_head()
+            self.last_event_id = self._read_last_event_id()
         except BaseException:
             self._conn.close()
             self._conn = None
@@ -737,6 +742,15 @@ class JournalFile:
             "SELECT chain FROM events WHERE chain IS NOT NULL ORDER BY id DESC LIMIT 1"
         ).fetchone()
         return "" if row is None else str(row[0])
+
+    def _read_last_event_id(self) -> int:
+        """The newest event id ever given (``sqlite_sequence``: an archived newest is still
+        counted, AUTOINCREMENT never gives an id twice)."""
+        row = self.connection.execute(
+            "SELECT max(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0), "
+            "COALESCE((SELECT max(id) FROM events), 0))"
+        ).fetchone()
+        return int(row[0])
 
     @staticmethod
     def _schema_version(conn: sqlite3.Connection) -> int:
@@ -781,7 +795,7 @@ class JournalFile:
                 self.commits.relaxed += 1
             else:
                 self.commits.durable += 1
-            head = self.chain_head
+            head, last_event = self.chain_head, self.last_event_id
             conn.execute("BEGIN IMMEDIATE")
             self._in_transaction = True
             try:
@@ -794,6 +808,7 @@ class JournalFile:
                     timed(not relaxed, time.perf_counter() - started)
             except BaseException:
                 self.chain_head = head  # nothing of the transaction was kept
+                self.last_event_id = last_event
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise

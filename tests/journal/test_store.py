@@ -440,3 +440,44 @@ def test_a_schema_1_journal_is_migrated_with_its_rows(tmp_path: Path) -> None:
         )
     assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION >= 2
     assert "events_kind" in indexes and "events_kind" in plan
+
+
+def test_an_event_links_by_the_id_it_got_when_another_writer_took_the_expected_one(
+    db: Path, clock: FakeClock
+) -> None:
+    """An event's link is made for the id the journal expects its row to get, in the INSERT
+    itself (issue 42: one statement an event). If something else took that id (a row another
+    connection wrote, an archived newest event, a rolled-back transaction), the link is made
+    again for the id the row did get: the chain stays whole and ``audit verify`` passes."""
+    from controller.journal.audit import verify_journal
+    from controller.journal.store import chain_link
+
+    with Journal(db, "PG-07", clock=clock) as journal:
+        play_round(journal)
+        with pytest.raises(JournalError), journal.transaction() as tx:  # rolled back
+            tx.record_event("note", {"n": 1})
+            tx.record_event("note", {"n": 2}, "no-such-round")  # refused: rolls back
+    with Journal(db, "PG-07", clock=clock) as journal:
+        play_round(journal)
+        other = sqlite3.connect(db)
+        with other:  # a second writer takes the next id behind the journal's back
+            other.execute(
+                "INSERT INTO events (round_id, at, kind, payload) VALUES (NULL, 'x', 'x', '{}')"
+            )
+            planted = other.execute("SELECT max(id) FROM events").fetchone()[0]
+            other.execute("DELETE FROM events WHERE id = ?", (planted,))
+        other.close()
+        with journal.transaction() as tx:
+            got = tx.record_event("note", {"after": "the planted row"})
+        assert got == planted + 1  # AUTOINCREMENT: the planted id is not given again
+        play_round(journal)
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT id, round_id, at, kind, payload, chain FROM events ORDER BY id")
+    previous = ""
+    for event_id, round_id, at, kind, payload, chain in rows:
+        if chain is None:
+            continue
+        assert chain == chain_link(previous, event_id, round_id, at, kind, payload), event_id
+        previous = chain
+    conn.close()
+    assert verify_journal(db).ok, verify_journal(db).findings
