@@ -128,6 +128,17 @@ def test_parse_errors_name_the_text_and_the_fault(text: str, message: str) -> No
         parse_card(text)
 
 
+def test_every_card_parses_back_from_its_text_and_from_the_other_forms() -> None:
+    """The devices' and the table's own form ("As", "JK") is looked up at once (issue 42: a
+    stub's check parses 53 cards); the other forms still go through the parser, to the same card."""
+    for c in DECK:
+        text = str(c)
+        assert parse_card(text) is c
+        assert parse_card(f" {text.lower()} ") == c
+        if not c.is_joker:
+            assert parse_card(text[0] + "♣♦♥♠"[c.suit]) == c
+
+
 def test_deck_has_53_distinct_cards_with_one_joker() -> None:
     assert len(DECK) == 53 and len({str(c) for c in DECK}) == 53
     assert [c for c in DECK if c.is_joker] == [JOKER]
