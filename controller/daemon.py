@@ -269,6 +269,8 @@ class Daemon:
                     )
             else:
                 self._healthy = True
+            if self.queue.empty() and self.table.fault is None:  # nothing waits: the next
+                self.table.prepare_snapshot()  # event's rollback point, off its path (issue 42)
 
     def _handle(self, item: TableEvent | _CommandItem) -> None:
         event = item.command if isinstance(item, _CommandItem) else item
@@ -392,13 +394,9 @@ class Daemon:
 
     def _refuse(self, item: TableEvent | _CommandItem | None, detail: str) -> None:
         if isinstance(item, _CommandItem) and not item.reply.done():
+            why = f"table fault: the journal cannot be written ({detail}); nothing was changed"
             item.reply.set_result(
-                CommandReply(
-                    item.command.request_id,
-                    item.command.kind,
-                    False,
-                    f"table fault: the journal cannot be written ({detail}); nothing was changed",
-                )
+                CommandReply(item.command.request_id, item.command.kind, False, why)
             )
 
     # --- after the commit ---------------------------------------------------------------

@@ -150,6 +150,34 @@ def test_restore_after_any_event_gives_back_an_equal_table(actions: list[tuple[s
             table.handle(event)  # then the event as if the journal took it
 
 
+@settings(max_examples=60, deadline=None)
+@given(actions=st.lists(st.tuples(_ACTIONS, st.booleans()), max_size=12))
+def test_a_prepared_snapshot_is_the_table_as_it_is_when_taken(
+    actions: list[tuple[tuple[str, int], bool]],
+) -> None:
+    """The daemon copies the state while it waits (``prepare_snapshot``, issue 42); the next
+    ``snapshot`` gives that copy only if nothing changed the table since. Here the copy is
+    prepared too early (before an event the journal then took), or just before the event, and
+    the rollback must still give back the table as it was right before the refused event."""
+    table, clock = make_table()
+    for action, early in actions:
+        for event in _event(table, clock, action):
+            if early:
+                table.prepare_snapshot()
+                table.handle(Tick(clock.now))  # a change after the copy: the copy is dropped
+            table.prepare_snapshot()
+            kept = clone(table.state)
+            before = table.snapshot()
+            assert before == kept
+            clock.now += timedelta(seconds=7)
+            table.handle(event)
+            table.prepare_snapshot()  # a copy prepared after the event ...
+            table.restore(before)  # ... is dropped by the rollback
+            assert table.state == kept
+            assert table.snapshot() == kept
+            table.handle(event)
+
+
 def test_the_snapshot_copies_everything_a_part_keeps() -> None:
     """By construction: every field of every part's state is in the snapshot (a field added to
     a part is copied without being named anywhere), and nothing mutable is shared."""
