@@ -427,17 +427,22 @@ class Transaction:
             (closed.value, reason, text, self._now, round_id, self._file.table_id),
         )
         if cur.rowcount != 1:  # not this table's, or not open: say which
-            row = self._conn.execute(
-                "SELECT status FROM rounds WHERE round_id = ? AND table_id = ?",
-                (round_id, self._file.table_id),
-            ).fetchone()
-            if row is None:
-                raise JournalError(f"no round {round_id} at table {self._file.table_id}")
-            raise JournalError(f"round {round_id} is already closed ({row[0]})")
+            status, _ = self._round_of_table(round_id)
+            raise JournalError(f"round {round_id} is already closed ({status})")
         self._seal(round_id, closed.value, reason, text)
         return [
             self.enqueue(m.topic, m.payload, m.qos, m.retain, round_id=round_id) for m in outbox
         ]
+
+    def _round_of_table(self, round_id: str) -> tuple[str, str | None]:
+        """A round's status and result as stored; JournalError if this table has no such round."""
+        row = self._conn.execute(
+            "SELECT status, result FROM rounds WHERE round_id = ? AND table_id = ?",
+            (round_id, self._file.table_id),
+        ).fetchone()
+        if row is None:
+            raise JournalError(f"no round {round_id} at table {self._file.table_id}")
+        return str(row[0]), row[1]
 
     def void_settled_round(
         self,
@@ -448,16 +453,11 @@ class Transaction:
     ) -> list[OutboxRow]:
         """Void a round that was already settled (the dealer voided it afterwards). The settled
         result is kept as an event of the round, so the audit trail shows both."""
-        row = self._conn.execute(
-            "SELECT status, result FROM rounds WHERE round_id = ? AND table_id = ?",
-            (round_id, self._file.table_id),
-        ).fetchone()
-        if row is None:
-            raise JournalError(f"no round {round_id} at table {self._file.table_id}")
-        if row[0] != RoundStatus.SETTLED:
-            raise JournalError(f"round {round_id} is {row[0]}, not settled: close it instead")
-        if row[1] is not None:
-            self.record_event("settled_result_voided", json.loads(row[1]), round_id)
+        status, settled = self._round_of_table(round_id)
+        if status != RoundStatus.SETTLED:
+            raise JournalError(f"round {round_id} is {status}, not settled: close it instead")
+        if settled is not None:
+            self.record_event("settled_result_voided", json.loads(settled), round_id)
         text = _event_payload(result)
         self._conn.execute(
             "UPDATE rounds SET status = ?, reason = ?, result = ?, closed_at = ? "
