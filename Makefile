@@ -44,9 +44,16 @@ demo-pit: $(STAMP)
 	$(BIN)/paigow-table demo --tables 6 --http-port 8090
 
 # The pit's test against RabbitMQ's MQTT plugin (tests/pit/test_rabbitmq.py): the plugin on, its
-# listener on 127.0.0.1:1884 (1883 is Mosquitto's), set in the running node before it starts.
+# listener on 127.0.0.1:1884 (1883 is Mosquitto's). Set in the running node before the plugin
+# starts, and in the node's config file too: `rabbitmq-plugins enable` is kept across restarts,
+# and a node that restarts (a reboot, an OOM kill) with the plugin on and no listener set binds
+# 1883, finds it taken and does not boot at all. The node is waited for until it answers.
+RABBITMQ_CONF ?= /etc/rabbitmq/rabbitmq.conf
 rabbitmq-mqtt:
-	rabbitmqctl -q status >/dev/null 2>&1 || (rabbitmq-server -detached && rabbitmqctl -q await_startup)
+	grep -qs '^mqtt.listeners.tcp' $(RABBITMQ_CONF) || echo 'mqtt.listeners.tcp.default = 127.0.0.1:1884' >> $(RABBITMQ_CONF)
+	rabbitmqctl -q status >/dev/null 2>&1 || rabbitmq-server -detached
+	for i in $$(seq 90); do rabbitmqctl -q status >/dev/null 2>&1 && break; sleep 1; done
+	rabbitmqctl -q await_startup
 	rabbitmqctl eval 'application:load(rabbitmq_mqtt), application:set_env(rabbitmq_mqtt, tcp_listeners, [{"127.0.0.1", 1884}]).' >/dev/null
 	rabbitmq-plugins enable --quiet rabbitmq_mqtt
 
