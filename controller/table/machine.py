@@ -117,6 +117,9 @@ class _Kept(Generic[_V]):
         return value
 
     def __set__(self, table: Table, value: _V) -> None:
+        # A change: the copy prepare_snapshot made is not the table now (Table's own attribute:
+        # this descriptor is part of the class, in its module).
+        table._prepared = None  # noqa: SLF001
         setattr(getattr(table.state, self.part), self.name, value)
 
 
@@ -202,7 +205,10 @@ class Table:
     def prepare_snapshot(self) -> None:
         """Copy the state now, while the daemon waits for its next event, so that event's
         :meth:`snapshot` is off its path (issue 42: a tenth of a millisecond of the stub's).
-        Every method of the table that changes it drops the copy."""
+        Every method of the table that changes it drops the copy, and so does an assignment to
+        one of its attributes (``table.occupied = …``). A change made inside a container the
+        table hands out (``table.latched.pop(…)``) is not seen: nothing does that between the
+        daemon's events (only the start, in a fault, when no copy is prepared)."""
         self._prepared = clone(self.state)
 
     def restore(self, snapshot: TableState) -> None:

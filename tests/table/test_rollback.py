@@ -178,6 +178,18 @@ def test_a_prepared_snapshot_is_the_table_as_it_is_when_taken(
             table.handle(event)
 
 
+def test_an_assignment_to_a_tables_attribute_drops_the_prepared_copy() -> None:
+    """``table.occupied = …`` (any attribute that is a field of a part's state) changes the
+    table as a method does: the copy prepared before it is not what ``snapshot`` gives."""
+    table, _ = make_table()
+    table.prepare_snapshot()
+    table.occupied = {**table.occupied, "1": not table.occupied.get("1")}
+    assert table.snapshot() == clone(table.state)
+    table.prepare_snapshot()
+    table.dealer_id = "D-999"
+    assert table.snapshot().floor.dealer_id == "D-999"
+
+
 def test_the_snapshot_copies_everything_a_part_keeps() -> None:
     """By construction: every field of every part's state is in the snapshot (a field added to
     a part is copied without being named anywhere), and nothing mutable is shared."""
