@@ -87,11 +87,11 @@ def card(rank: int, suit: int) -> Card:
 
 def parse_card(text: str) -> Card:
     """Parse ``As``, ``td``, ``10h``, ``K♠``, ``JK``. Raises CardError naming the text."""
-    exact = _BY_TEXT.get(text) if isinstance(text, str) else None
-    if exact is not None:  # a card as the devices send it and the table writes it ("As", "JK")
-        return exact
     if not isinstance(text, str):
         raise CardError(f"{text!r}: not a card text")
+    exact = _BY_TEXT.get(text)
+    if exact is not None:  # a card as the devices send it and the table writes it ("As", "JK")
+        return exact
     raw = text.strip()
     if not raw:
         raise CardError(f"{text!r}: empty card")
