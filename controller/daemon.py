@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,24 +25,21 @@ from controller.config import Config
 from controller.fault_record import DiskWatch, FaultRecord
 from controller.journal import Journal, OutboxMessage, Transaction, VoidedRound
 from controller.journal.reserve import Reserve
-from controller.kept_state import save_latched
-from controller.messages import Command, Payload, StatusRequest
+from controller.messages import Command, Payload
 from controller.ports import Origin, Service, StateKeeper
 from controller.recorder import Recorder, durable, log_effect, restart_void
 from controller.systemd import ready, stopping, watchdog_loop
 from controller.table import (
-    AlarmRaised,
     CommandReply,
     Effect,
-    JournalRecovered,
     Refusal,
     RoundOpened,
-    StatusChanged,
     Table,
     TableEvent,
     Tick,
 )
 from controller.table.limits import DeviceLimiter
+from controller.tilt import CommandItem, Tilt, describe_failure
 from drivers.base import Device
 from drivers.events import DeviceEventBase, DeviceOffline
 from drivers.rng import SoftwareRng
@@ -51,22 +47,8 @@ from drivers.rng import SoftwareRng
 log = structlog.get_logger(__name__)
 
 Listener = Callable[[Effect], None]
-#: While in fault, how often a changed count of lost events is re-announced (status, page).
-FAULT_STATUS_S = 5.0
 
-
-def describe_failure(exc: BaseException) -> str:
-    """A journal failure in a few words for the dealer, the status and the log."""
-    if isinstance(exc, sqlite3.Error | OSError):
-        return str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {exc}"
-
-
-@dataclass
-class _CommandItem:
-    command: Command
-    reply: asyncio.Future[CommandReply]
-    origin: Origin | None = None
+__all__ = ["Daemon", "describe_failure", "wait_for"]
 
 
 class _Shutdown(Exception):
@@ -91,7 +73,7 @@ class Daemon:
     disk_check_interval: float = 5.0
 
     def __post_init__(self) -> None:
-        self.queue: asyncio.Queue[TableEvent | _CommandItem] = asyncio.Queue()
+        self.queue: asyncio.Queue[TableEvent | CommandItem] = asyncio.Queue()
         self.listeners: list[Listener] = []
         self.outbox_changed = asyncio.Event()
         self.ready = asyncio.Event()
@@ -115,10 +97,17 @@ class Daemon:
         )
         self.fault_record = FaultRecord(self.journal, reserve, self.clock)
         self.disk = DiskWatch(self.fault_record, self.config.journal.min_free_mb)
-        self._fault_announced: tuple[datetime, int] | None = None
+        self.tilt = Tilt(
+            self.table,
+            self.recorder,
+            self.fault_record,
+            self.disk,
+            self.clock,
+            self.outbox_changed,
+            self._deliver,
+        )
         self._healthy = True
-        self._software_rngs = [d for d in self.devices if isinstance(d, SoftwareRng)]
-        self._draw_tasks: set[asyncio.Task[Any]] = set()
+        self._draw = _SoftwareDraw(self.table, self.devices)
         self.fault_record.resume(self.table)  # a fault a kill or a power cut left unfinished
 
     # --- what other parts call (controller/ports.py) ------------------------------------
@@ -136,7 +125,7 @@ class Daemon:
     ) -> CommandReply:
         """Hand a command to the table and wait for its reply; ``origin`` is journaled with it."""
         future: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()
-        await self.queue.put(_CommandItem(command, future, origin))
+        await self.queue.put(CommandItem(command, future, origin))
         return await asyncio.wait_for(future, timeout)
 
     def refused(self, refusal: Refusal) -> None:
@@ -261,24 +250,20 @@ class Daemon:
                 # A bug (the journal's failures are handled in _handle): report it, go on.
                 self._healthy = False
                 log.exception("event_failed", item=type(item).__name__)
-                if isinstance(item, _CommandItem) and not item.reply.done():
-                    item.reply.set_result(
-                        CommandReply(
-                            item.command.request_id, item.command.kind, False, "internal error"
-                        )
-                    )
+                if isinstance(item, CommandItem):
+                    item.refuse("internal error")
             else:
                 self._healthy = True
             if self.queue.empty() and self.table.fault is None:  # nothing waits: the next
                 self.table.prepare_snapshot()  # event's rollback point, off its path (issue 42)
 
-    def _handle(self, item: TableEvent | _CommandItem) -> None:
-        event = item.command if isinstance(item, _CommandItem) else item
+    def _handle(self, item: TableEvent | CommandItem) -> None:
+        event = item.command if isinstance(item, CommandItem) else item
         now = self.clock()
         if isinstance(event, DeviceEventBase) and not self.limiter.admit(event, now):
             return  # counted; one summary per device and interval (controller/table/limits.py)
         if self.table.fault is not None:
-            self._handle_in_fault(item, event, now)
+            self.tilt.handle(item, event, now, self._apply)
         else:
             self._apply(item, event)
         if isinstance(event, Tick):
@@ -288,13 +273,13 @@ class Daemon:
             if change is not None:
                 self._handle(change)
 
-    def _apply(self, item: TableEvent | _CommandItem, event: TableEvent) -> bool:
+    def _apply(self, item: TableEvent | CommandItem, event: TableEvent) -> bool:
         """Apply one event: the table's effects are journaled in one transaction, then heard.
         If the journal refuses, the table is rolled back to before the event and goes into its
         fault state (tilt): nothing of the event is shown or sent. True if it was journaled."""
         before = self.table.round_ids()
         snapshot = self.table.snapshot()
-        origin = item.origin if isinstance(item, _CommandItem) else None
+        origin = item.origin if isinstance(item, CommandItem) else None
         effects = self.table.handle(
             event, (origin.channel, origin.identity) if origin else ("", "")
         )
@@ -306,109 +291,19 @@ class Daemon:
                 queued = self.recorder.record(tx, event, effects, before, origin)
         except Exception as exc:
             self.table.restore(snapshot)
-            self._enter_fault(exc, item, event)
+            self.tilt.enter(exc, item, event)
             return False
         if queued:
             self.outbox_changed.set()
         self._deliver(item, effects)
         return True
 
-    # --- the journal fault (tilt; docs/faults.md) ---------------------------------------
-
-    def _enter_fault(
-        self, exc: Exception, item: TableEvent | _CommandItem, event: TableEvent
-    ) -> None:
-        detail = describe_failure(exc)
-        first = self.table.fault is None
-        effects = self.table.enter_fault(detail, self.clock())
-        if isinstance(event, JournalRecovered):
-            return  # a failed probe: still in fault, nothing new to say
-        if first:
-            log.critical(
-                "journal_write_failed",
-                error=detail,
-                during=getattr(event, "kind", type(event).__name__),
-                hint="the table shows TABLE FAULT and settles nothing until the journal works",
-            )
-            self._fault_announced = (self.clock(), 0)
-            self._record_fault(detail, effects)
-        self._lost(event)
-        self._refuse(item, detail)
-        self._deliver(item, effects)
-
-    def _record_fault(self, detail: str, effects: list[Effect]) -> None:
-        """The fault on file at once, whatever happens next (a kill, a power cut, a restart on
-        a disk still full): with the reserve's space, the fault, its latched alarm and the
-        disk's state (docs/faults.md)."""
-        alarms = [e.payload for e in effects if isinstance(e, AlarmRaised)]
-
-        def also(tx: Transaction, free_mb: int | None) -> None:
-            for alarm in alarms:
-                tx.record_event("alarm", alarm, alarm.round_id)
-                self.recorder.enqueue(tx, alarm)
-            save_latched(tx, self.table.latched)
-            self.disk.record_low(tx, free_mb)
-
-        fault = self.table.fault
-        if self.fault_record.began(detail, fault.since if fault else self.clock(), also):
-            self.outbox_changed.set()
-
-    def _lost(self, event: TableEvent) -> None:
-        """An event the fault kept from the table; a deal seen on the line goes on file."""
-        fault = self.table.fault
-        before = len(fault.deals) if fault is not None else 0
-        self.table.lost(event)
-        if fault is not None and len(fault.deals) > before:
-            self.fault_record.deal_seen(fault.deals[-1])
-
-    def _handle_in_fault(
-        self, item: TableEvent | _CommandItem, event: TableEvent, now: datetime
-    ) -> None:
-        if isinstance(event, Tick):
-            if self.fault_record.room_to_recover() and self._apply(item, JournalRecovered(now)):
-                log.warning("journal_recovered", table_id=self.config.table.id)
-                self._fault_announced = None
-                self.fault_record.on_file = False
-            else:
-                self._announce_fault(now)
-            return
-        if isinstance(event, StatusRequest):
-            status = self.table.status().model_dump(mode="json")
-            self._deliver(item, [CommandReply(event.request_id, event.kind, True, data=status)])
-            return
-        self._lost(event)
-        fault = self.table.fault
-        self._refuse(item, fault.detail if fault is not None else "")
-
-    def _announce_fault(self, now: datetime) -> None:
-        """While in fault, a changed count of lost events goes out now and then (not per event)."""
-        fault = self.table.fault
-        if fault is None:
-            return
-        last_at, last_count = self._fault_announced or (now, -1)
-        if fault.events_lost != last_count and (
-            last_count < 0 or (now - last_at).total_seconds() >= FAULT_STATUS_S
-        ):
-            self._fault_announced = (now, fault.events_lost)
-            self._deliver(None, [StatusChanged(self.table.status())])
-
-    def _refuse(self, item: TableEvent | _CommandItem | None, detail: str) -> None:
-        if isinstance(item, _CommandItem) and not item.reply.done():
-            why = f"table fault: the journal cannot be written ({detail}); nothing was changed"
-            item.reply.set_result(
-                CommandReply(item.command.request_id, item.command.kind, False, why)
-            )
-
     # --- after the commit ---------------------------------------------------------------
 
-    def _deliver(self, item: TableEvent | _CommandItem | None, effects: list[Effect]) -> None:
+    def _deliver(self, item: TableEvent | CommandItem | None, effects: list[Effect]) -> None:
         for effect in effects:
-            if (
-                isinstance(item, _CommandItem)
-                and isinstance(effect, CommandReply)
-                and not item.reply.done()
-            ):
-                item.reply.set_result(effect)
+            if isinstance(item, CommandItem) and isinstance(effect, CommandReply):
+                item.answer(effect)
             log_effect(self.config.table.id, effect)
             for listener in list(self.listeners):
                 try:
@@ -416,20 +311,27 @@ class Daemon:
                 except Exception:
                     log.exception("listener_failed", listener=repr(listener))
             if isinstance(effect, RoundOpened):
-                self._draw_if_needed()
-
-    def _draw_if_needed(self) -> None:
-        """A table without an RNG box draws the first position in software when a deal opens."""
-        r = self.table.round
-        if self._software_rngs and r is not None and r.draw is None:
-            rng = self._software_rngs[0]
-            self._draw_tasks.add(task := asyncio.get_running_loop().create_task(rng.draw()))
-            task.add_done_callback(self._draw_tasks.discard)
+                self._draw()
 
     def _restart_messages(self, voided: VoidedRound) -> list[OutboxMessage]:
         """The message announcing a round voided because the daemon restarted mid-round."""
         message = self.recorder.message(restart_void(voided, self.table.settings))
         return [message] if message is not None else []
+
+
+class _SoftwareDraw:
+    """A table without an RNG box draws the first position in software when a deal opens."""
+
+    def __init__(self, table: Table, devices: list[Device]) -> None:
+        self.table = table
+        self.rngs = [d for d in devices if isinstance(d, SoftwareRng)]
+        self.tasks: set[asyncio.Task[Any]] = set()  # held until done (the loop keeps weak refs)
+
+    def __call__(self) -> None:
+        r = self.table.round
+        if self.rngs and r is not None and r.draw is None:
+            self.tasks.add(task := asyncio.get_running_loop().create_task(self.rngs[0].draw()))
+            task.add_done_callback(self.tasks.discard)
 
 
 def wait_for(condition: Callable[[], bool], event: asyncio.Event) -> Awaitable[None]:
