@@ -10,7 +10,6 @@ from typing import Any
 
 from controller.config import AnyDevice, Config, ConfigError, ConfigIssue, SerialDevice
 from drivers.base import Backoff, Device, DisplaySink
-from drivers.dice import UsbDiceReader
 from drivers.pole import SerialPoleDisplay
 from drivers.registry import ESC_POS_POLE, HID_DICE, driver_roles, open_device
 
@@ -42,6 +41,9 @@ def build_device(name: str, dev: AnyDevice) -> tuple[Device, DisplaySink | None]
         pole = SerialPoleDisplay(name=name, **_with_backoff(dev.settings()))
         return pole, pole  # its run loop keeps the port open and writes the latest text
     if dev.driver == HID_DICE:
+        # pyusb only for a table with a USB dice reader: about 0.9 MB resident (issue 42).
+        from drivers.dice import UsbDiceReader
+
         return UsbDiceReader(name=name, **_with_backoff(dev.settings())), None
     return open_device(name, dev.driver, dev.transport, **dev.settings()), None
 

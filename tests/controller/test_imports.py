@@ -1,7 +1,7 @@
 """The command line and the daemon import what they use (issue 16): `run` loads aiohttp, paho,
-the display, the analysis and the Ed25519 library only when its config asks for them (issue 32:
-the journal's checkpoint checks at start do not need the library that signs the feed), and
-`house-way` none of them."""
+the display, the analysis, pyusb and the Ed25519 library only when its config asks for them
+(issue 32: the journal's checkpoint checks at start do not need the library that signs the
+feed), and `house-way` none of them."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ HEAVY = (
     "controller.analysis",
     "controller.display",
     "controller.mqtt",
+    "usb",  # pyusb (~0.9 MB resident): only for a USB dice reader
 )
 
 PROBE = """
