@@ -41,7 +41,7 @@ def build_device(name: str, dev: AnyDevice) -> tuple[Device, DisplaySink | None]
         pole = SerialPoleDisplay(name=name, **_with_backoff(dev.settings()))
         return pole, pole  # its run loop keeps the port open and writes the latest text
     if dev.driver == HID_DICE:
-        # pyusb only for a table with a USB dice reader: about 0.9 MB resident (issue 42).
+        # pyusb only for a table with a USB dice reader: 0.7 MB resident at import (issue 42).
         from drivers.dice import UsbDiceReader
 
         return UsbDiceReader(name=name, **_with_backoff(dev.settings())), None

@@ -20,7 +20,7 @@ HEAVY = (
     "controller.analysis",
     "controller.display",
     "controller.mqtt",
-    "usb",  # pyusb (~0.9 MB resident): only for a USB dice reader
+    "usb",  # pyusb (0.7 MB resident at import): only for a USB dice reader
 )
 
 PROBE = """
