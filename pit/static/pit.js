@@ -287,10 +287,12 @@ document.addEventListener("click", async (e) => {
   const said = $("floor-said");
   const say = (text, ok) => { said.textContent = text; said.hidden = false; said.classList.toggle("refused", !ok); };
   if (!badge || !pin) { say("The supervisor's badge and PIN first.", false); $(badge ? "floor-pin" : "floor-badge").focus(); return; }
+  // The PIN leaves its field as it is sent (as on a table's page): an answer that comes later (a
+  // slow pit) never wipes a PIN typed since, and the field never holds one longer than a click.
+  $("floor-pin").value = "";
   const r = await fetch("/api/record-ack", {method: "POST", headers: {"Content-Type": "application/json"},
     body: JSON.stringify({id: ack.dataset.floorAck, badge, pin})});
   const data = await r.json().catch(() => ({}));
-  $("floor-pin").value = "";
   say(r.ok && data.ok ? "Acknowledged: that pool's test starts again." : (data.error || "refused"), r.ok && data.ok);
   pools();
 });

@@ -188,10 +188,23 @@ async def test_a_weak_shuffler_among_its_model_mates_found_named_kept_and_acknow
                 await tile.get_by_text("badge and PIN first").wait_for(timeout=WAIT_MS)
                 await page.fill("#floor-badge", "S100")
                 await page.fill("#floor-pin", "000000")  # wrong: refused
+                # Its answer held back until the supervisor has typed the right PIN: the late
+                # refusal is said and leaves the PIN typed since alone (it once cleared it, and
+                # on a loaded machine the next click went without one).
+                release = asyncio.Event()
+
+                async def hold(route: playwright_api.Route) -> None:
+                    await release.wait()
+                    await route.continue_()
+
+                await page.route("**/api/record-ack", hold)
                 await ack.click()
-                await page.locator("#floor-said.refused").wait_for(timeout=WAIT_MS)
-                assert (await asyncio.to_thread(_read, url, _pooled_alarms))[0][2] is None
                 await page.fill("#floor-pin", PIN)
+                release.set()
+                await page.locator("#floor-said", has_text="wrong PIN").wait_for(timeout=WAIT_MS)
+                await page.unroute("**/api/record-ack", hold)
+                assert await page.input_value("#floor-pin") == PIN
+                assert (await asyncio.to_thread(_read, url, _pooled_alarms))[0][2] is None
                 await ack.click()
                 await tile.get_by_text("Acknowledged by").wait_for(timeout=WAIT_MS)
                 acked = await asyncio.to_thread(_read, url, _pooled_alarms)
