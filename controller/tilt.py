@@ -71,28 +71,20 @@ Deliver = Callable[[Item | None, list[Effect]], None]
 Apply = Callable[[Item, TableEvent], bool]
 
 
+@dataclass
 class Tilt:
     """Entering the fault, living in it, and leaving it. ``changed`` is set when a message was
     queued in the outbox (the fault's alarm); ``deliver`` is the daemon's, after a commit."""
 
-    def __init__(
-        self,
-        table: Table,
-        recorder: Recorder,
-        record: FaultRecord,
-        disk: DiskWatch,
-        clock: Callable[[], datetime],
-        changed: asyncio.Event,
-        deliver: Deliver,
-    ) -> None:
-        self.table = table
-        self.recorder = recorder
-        self.record = record
-        self.disk = disk
-        self.clock = clock
-        self.changed = changed
-        self.deliver = deliver
-        self.announced: tuple[datetime, int] | None = None
+    table: Table
+    recorder: Recorder
+    record: FaultRecord
+    disk: DiskWatch
+    clock: Callable[[], datetime]
+    changed: asyncio.Event
+    deliver: Deliver
+    #: When the lost events' count last went out, and that count (None: not in fault).
+    announced: tuple[datetime, int] | None = None
 
     def enter(self, exc: Exception, item: Item, event: TableEvent) -> None:
         """The journal refused ``event``'s transaction (the table is already rolled back)."""
