@@ -7,6 +7,12 @@ memory (VmRSS, /proc) after dealing rounds, sampled over the steady part. The sa
 is a bare `python -c pass` (start time) and a bare interpreter's VmRSS. The last line is one JSON
 object. Run: `.venv/bin/python bench/footprint.py [--runs 5] [--rounds 200] [--with-services]`.
 
+With ``--installed`` the daemon is the installed package's, started as its unit starts it
+(``/opt/paigow-table/.venv/bin/paigow-table run``: Debian's Python, isolated, the package's own
+dependencies and bytecode, no test tools in its environment), and the bare interpreter is that
+venv's; run it as root after ``dpkg -i dist/paigow-table_*.deb`` (``make package``), and purge
+the package afterwards if the suite is to run on this machine (tests/packaging installs its own).
+
 Without ``--with-services`` the daemon runs its devices only (``[display] enabled = false``:
 the display is on by default, on port 8080). With it, the config gains ``[mqtt]`` to a
 Mosquitto this benchmark starts on a free port and ``[display]`` on a free port, as a table runs
@@ -41,6 +47,12 @@ from simulators.shuffler import ShufflerSimulator
 from simulators.tables import FAST_LIMITS as BENCH_LIMITS
 
 MB = 1024 * 1024
+#: The installed package (packaging/build-package): its command and its interpreter.
+INSTALLED = Path("/opt/paigow-table/.venv/bin")
+#: The daemon's command: this checkout's (``--installed`` switches it to the package's).
+DAEMON = [sys.executable, "-m", "controller.cli"]
+#: The bare interpreter the figures are divided by: the one that runs the daemon.
+BARE = [sys.executable]
 
 
 def rss_bytes(pid: int) -> int:
@@ -85,8 +97,9 @@ def start_to_ready(config: Path, tmp: Path) -> tuple[float, subprocess.Popen[byt
     env = {**os.environ, "NOTIFY_SOCKET": str(sock_path)}
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "controller.cli", "run", "--config", str(config)],
+        [*DAEMON, "run", "--config", str(config)],
         env=env,
+        cwd=tmp,  # not this checkout: `-m` would put its sources first on the path
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -100,9 +113,9 @@ def start_to_ready(config: Path, tmp: Path) -> tuple[float, subprocess.Popen[byt
 
 def bare_python() -> tuple[float, int]:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    subprocess.run([*BARE, "-c", "pass"], check=True)
     elapsed = time.perf_counter() - start
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    proc = subprocess.Popen([*BARE, "-c", "import time; time.sleep(5)"])
     time.sleep(0.3)
     rss = rss_bytes(proc.pid)
     proc.kill()
@@ -167,7 +180,17 @@ def main() -> int:
     parser.add_argument(
         "--smaps", action="store_true", help="after the rounds, the resident size by mapping"
     )
+    parser.add_argument(
+        "--installed",
+        action="store_true",
+        help=f"the installed package's daemon ({INSTALLED}/paigow-table), as its unit runs it",
+    )
     args = parser.parse_args()
+    if args.installed:
+        if not (INSTALLED / "paigow-table").exists():
+            parser.error(f"no {INSTALLED}/paigow-table: make package, then dpkg -i dist/*.deb")
+        DAEMON[:] = [str(INSTALLED / "paigow-table")]
+        BARE[:] = [str(INSTALLED / "python3"), "-I"]
     configure_logging("WARNING", "console")  # the simulators' debug lines are not figures
     with tempfile.TemporaryDirectory(prefix="paigow-footprint-") as name, ExitStack() as stack:
         tmp = Path(name)
@@ -197,8 +220,13 @@ def main() -> int:
         )
     ready_s = statistics.median(times)
     rss_mb = max(samples) / MB
+    version = subprocess.run(
+        [*BARE, "-c", "import sys; print(sys.version.split()[0])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    print(f"daemon: {' '.join(DAEMON)}")
     print(
-        f"python {sys.version.split()[0]}; bare interpreter: start {base_start * 1000:.0f} ms, "
+        f"python {version}; bare interpreter: start {base_start * 1000:.0f} ms, "
         f"RSS {base_rss / MB:.1f} MB"
     )
     print(
@@ -217,6 +245,8 @@ def main() -> int:
         json.dumps(
             {
                 "services": args.with_services,
+                "installed": args.installed,
+                "python": version,
                 "ready_s": round(ready_s, 3),
                 "ready_runs_s": [round(t, 3) for t in times],
                 "rss_mb_max": round(rss_mb, 1),
