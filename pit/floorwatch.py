@@ -43,6 +43,8 @@ from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from controller.messages import RoundPayload
 from controller.protection.observation import observation_from_round
 from controller.protection.watch import Finding
@@ -57,6 +59,18 @@ TAKE = 20_000
 #: The advisory lock two pits share on PostgreSQL (any constant both use).
 LOCK = 44_044
 KIND = "pooled_protection"
+
+
+class StoredRound(BaseModel):
+    """A stored ``paigow.round`` message as the floor reads it: the table's own round model over
+    its payload, checked in the same pass that parses the stored text (pydantic's JSON parser;
+    about 0.04 ms a round against 0.06 for ``json.loads`` and then the model, issue 42). The
+    envelope's other members are not read here: the ingest judged them before storing it. A
+    text that is not such a message raises ``ValidationError``, a ``ValueError``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    time: str
+    payload: RoundPayload
 
 
 class FloorProtection:
@@ -164,10 +178,10 @@ class FloorProtection:
             if status != "settled" or body is None:
                 continue
             try:
-                data = json.loads(body)
-                payload = RoundPayload.model_validate(data["payload"])
+                stored = StoredRound.model_validate_json(body)
+                payload = stored.payload
                 obs = observation_from_round(payload)
-                at = _aware(payload.closed_at or datetime.fromisoformat(data["time"]))
+                at = _aware(payload.closed_at or datetime.fromisoformat(stored.time))
             except (ValueError, KeyError, TypeError) as exc:  # stored, so signed: log, go on
                 log.error("pit_pooled_round_unreadable table=%s round=%s: %s", table, round_id, exc)
                 continue
