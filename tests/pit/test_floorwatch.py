@@ -178,8 +178,8 @@ def test_a_stored_round_altered_in_the_database_is_logged_and_passed_over(
         assert floor.step() == []
     said = [r.getMessage() for r in caplog.records if "pit_pooled_round_unreadable" in r.message]
     assert len(said) == 3
-    for (table, round_id, _, _), line in zip(rows[:3], said, strict=True):
-        assert f"table={table} round={round_id}:" in line
+    for table, round_id, _, _ in rows[:3]:  # each once, whatever order the floor took them in
+        assert sum(f"table={table} round={round_id}:" in line for line in said) == 1
     assert floor.rounds_taken == _one(store, "SELECT count(*) FROM rounds")[0]
     pools = {p["pool"]: p for p in floor_view(store.db)["pools"]}
     assert pools["model:cards:Acme|MDX-2|4.1"]["rounds"] == len(rows) - 3
