@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 from common import broker_process, display_section, mqtt_section
@@ -49,10 +50,21 @@ from simulators.tables import FAST_LIMITS as BENCH_LIMITS
 MB = 1024 * 1024
 #: The installed package (packaging/build-package): its command and its interpreter.
 INSTALLED = Path("/opt/paigow-table/.venv/bin")
-#: The daemon's command: this checkout's (``--installed`` switches it to the package's).
-DAEMON = [sys.executable, "-m", "controller.cli"]
-#: The bare interpreter the figures are divided by: the one that runs the daemon.
-BARE = [sys.executable]
+
+
+@dataclass(frozen=True)
+class Under:
+    """What is measured: the daemon's command, and the bare interpreter it is divided by (the
+    one that runs the daemon)."""
+
+    daemon: tuple[str, ...]
+    bare: tuple[str, ...]
+
+
+#: This checkout's daemon, in the running venv.
+CHECKOUT = Under((sys.executable, "-m", "controller.cli"), (sys.executable,))
+#: The installed package's, as its unit starts it (``--installed``).
+PACKAGE = Under((str(INSTALLED / "paigow-table"),), (str(INSTALLED / "python3"), "-I"))
 
 
 def rss_bytes(pid: int) -> int:
@@ -89,7 +101,7 @@ def write_config(tmp: Path, extra: str = "") -> Path:
     return path
 
 
-def start_to_ready(config: Path, tmp: Path) -> tuple[float, subprocess.Popen[bytes]]:
+def start_to_ready(config: Path, tmp: Path, under: Under) -> tuple[float, subprocess.Popen[bytes]]:
     sock_path = tmp / f"notify-{time.monotonic_ns()}.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     server.bind(str(sock_path))
@@ -97,7 +109,7 @@ def start_to_ready(config: Path, tmp: Path) -> tuple[float, subprocess.Popen[byt
     env = {**os.environ, "NOTIFY_SOCKET": str(sock_path)}
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [*DAEMON, "run", "--config", str(config)],
+        [*under.daemon, "run", "--config", str(config)],
         env=env,
         cwd=tmp,  # not this checkout: `-m` would put its sources first on the path
         stdout=subprocess.DEVNULL,
@@ -111,11 +123,11 @@ def start_to_ready(config: Path, tmp: Path) -> tuple[float, subprocess.Popen[byt
         server.close()
 
 
-def bare_python() -> tuple[float, int]:
+def bare_python(under: Under) -> tuple[float, int]:
     start = time.perf_counter()
-    subprocess.run([*BARE, "-c", "pass"], check=True)
+    subprocess.run([*under.bare, "-c", "pass"], check=True)
     elapsed = time.perf_counter() - start
-    proc = subprocess.Popen([*BARE, "-c", "import time; time.sleep(5)"])
+    proc = subprocess.Popen([*under.bare, "-c", "import time; time.sleep(5)"])
     time.sleep(0.3)
     rss = rss_bytes(proc.pid)
     proc.kill()
@@ -129,14 +141,14 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 async def steady_memory(
-    config: Path, tmp: Path, rounds: int, drain: bool = False, smaps: bool = False
+    config: Path, tmp: Path, under: Under, rounds: int, drain: bool = False, smaps: bool = False
 ) -> tuple[float, list[int], int]:
     shuffler = ShufflerSimulator(PtyPort(tmp / "shuffler"), seed=1)
     rng = RngSimulator(PtyPort(tmp / "rng"), seed=1)
     async with shuffler, rng:
         view = Journal.open(tmp / "journal.sqlite3", "PG-BENCH")
         events_before = view.history.stats().events
-        ready, proc = await asyncio.to_thread(start_to_ready, config, tmp)
+        ready, proc = await asyncio.to_thread(start_to_ready, config, tmp, under)
         samples: list[int] = []
         try:
             deadline = time.monotonic() + 20
@@ -186,11 +198,9 @@ def main() -> int:
         help=f"the installed package's daemon ({INSTALLED}/paigow-table), as its unit runs it",
     )
     args = parser.parse_args()
-    if args.installed:
-        if not (INSTALLED / "paigow-table").exists():
-            parser.error(f"no {INSTALLED}/paigow-table: make package, then dpkg -i dist/*.deb")
-        DAEMON[:] = [str(INSTALLED / "paigow-table")]
-        BARE[:] = [str(INSTALLED / "python3"), "-I"]
+    under = PACKAGE if args.installed else CHECKOUT
+    if args.installed and not Path(PACKAGE.daemon[0]).exists():
+        parser.error(f"no {PACKAGE.daemon[0]}: make package, then dpkg -i dist/*.deb")
     configure_logging("WARNING", "console")  # the simulators' debug lines are not figures
     with tempfile.TemporaryDirectory(prefix="paigow-footprint-") as name, ExitStack() as stack:
         tmp = Path(name)
@@ -200,7 +210,7 @@ def main() -> int:
         else:
             extra = display_section(None)
         config = write_config(tmp, extra)
-        base_start, base_rss = bare_python()
+        base_start, base_rss = bare_python(under)
 
         async def ready_runs() -> list[float]:
             times: list[float] = []
@@ -208,7 +218,7 @@ def main() -> int:
             rng = RngSimulator(PtyPort(tmp / "rng"), seed=2)
             async with shuffler, rng:
                 for i in range(args.runs):
-                    elapsed, proc = await asyncio.to_thread(start_to_ready, config, tmp)
+                    elapsed, proc = await asyncio.to_thread(start_to_ready, config, tmp, under)
                     stop(proc)
                     times.append(elapsed)
                     print(f"  start to READY run {i + 1}: {elapsed * 1000:.0f} ms", flush=True)
@@ -216,15 +226,17 @@ def main() -> int:
 
         times = asyncio.run(ready_runs())
         _, samples, pending = asyncio.run(
-            steady_memory(config, tmp, args.rounds, drain=args.with_services, smaps=args.smaps)
+            steady_memory(
+                config, tmp, under, args.rounds, drain=args.with_services, smaps=args.smaps
+            )
         )
     ready_s = statistics.median(times)
     rss_mb = max(samples) / MB
     version = subprocess.run(
-        [*BARE, "-c", "import sys; print(sys.version.split()[0])"],
+        [*under.bare, "-c", "import sys; print(sys.version.split()[0])"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
-    print(f"daemon: {' '.join(DAEMON)}")
+    print(f"daemon: {' '.join(under.daemon)}")
     print(
         f"python {version}; bare interpreter: start {base_start * 1000:.0f} ms, "
         f"RSS {base_rss / MB:.1f} MB"
