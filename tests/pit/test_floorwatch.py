@@ -147,10 +147,11 @@ def test_rounds_without_named_devices_are_not_pooled_and_a_correction_is_not_tak
 def test_a_stored_round_altered_in_the_database_is_logged_and_passed_over(
     db_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Someone with the database's password rewrites three stored round messages: one is no
-    JSON, one has no payload, one carries a packet's cards as a number. The floor says each on
-    its log by table and round, counts none of them in any pool, takes the rest, and carries
-    on: nothing raised, nothing taken twice."""
+    """Someone with the database's password rewrites four stored round messages: one is no
+    JSON, one has no payload, one carries a packet's cards as a number, one nests 100,000
+    arrays deep (the standard library's parser raised RecursionError on it, which stopped
+    every step). The floor says each on its log by table and round, counts none of them in any
+    pool, takes the rest, and carries on: nothing raised, nothing taken twice."""
     store = _store(db_url)
     start = datetime.now(UTC) - timedelta(minutes=5)
     tables = _tables(store, 2, start)
@@ -160,15 +161,16 @@ def test_a_stored_round_altered_in_the_database_is_logged_and_passed_over(
         "ON m.table_id = r.table_id AND m.seq = r.msg_seq AND m.sequenced = 1 "
         "WHERE r.status = 'settled' ORDER BY r.table_id, m.seq"
     )
-    assert len(rows) >= 4
+    assert len(rows) >= 5
     wrong_type = json.loads(rows[2][3])
     wrong_type["payload"]["positions"][0]["cards"] = 7
     altered = {
         rows[0][1]: "not json {",
         rows[1][1]: json.dumps({"time": "2026-12-05T20:00:00Z"}),
         rows[2][1]: json.dumps(wrong_type),
+        rows[3][1]: '{"time": "2026-12-05T20:00:00Z", "payload": ' + "[" * 100_000 + "]" * 100_000,
     }
-    for table, round_id, seq, _ in rows[:3]:
+    for table, round_id, seq, _ in rows[:4]:
         store.db.x(
             "UPDATE messages SET body = ? WHERE table_id = ? AND seq = ? AND sequenced = 1",
             (altered[round_id], table, seq),
@@ -177,12 +179,12 @@ def test_a_stored_round_altered_in_the_database_is_logged_and_passed_over(
     with caplog.at_level(logging.ERROR, logger="pit.floorwatch"):
         assert floor.step() == []
     said = [r.getMessage() for r in caplog.records if "pit_pooled_round_unreadable" in r.message]
-    assert len(said) == 3
-    for table, round_id, _, _ in rows[:3]:  # each once, whatever order the floor took them in
+    assert len(said) == 4
+    for table, round_id, _, _ in rows[:4]:  # each once, whatever order the floor took them in
         assert sum(f"table={table} round={round_id}:" in line for line in said) == 1
     assert floor.rounds_taken == _one(store, "SELECT count(*) FROM rounds")[0]
     pools = {p["pool"]: p for p in floor_view(store.db)["pools"]}
-    assert pools["model:cards:Acme|MDX-2|4.1"]["rounds"] == len(rows) - 3
+    assert pools["model:cards:Acme|MDX-2|4.1"]["rounds"] == len(rows) - 4
     assert (
         floor.step() == [] and _one(store, "SELECT count(*) FROM rounds WHERE pooled = 0")[0] == 0
     )
