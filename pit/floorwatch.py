@@ -137,7 +137,7 @@ class FloorProtection:
             try:
                 floor.load(json.loads(row[1]))
                 self.generation = int(row[0])
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:  # rewritten
                 log.error("pit_floor_protection_state_unreadable: %s: starting afresh", exc)
         self.floor = floor
         return floor

@@ -192,6 +192,32 @@ def test_a_stored_round_altered_in_the_database_is_logged_and_passed_over(
     store.close()
 
 
+def test_a_saved_state_rewritten_too_deep_to_read_is_logged_and_started_afresh(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The saved pooled state rewritten in the database as arrays nested 100,000 deep: a
+    worker that reads it says so and starts afresh, and steps on (it raised RecursionError and
+    no step ever ended)."""
+    store = _store(db_url)
+    start = datetime.now(UTC) - timedelta(minutes=5)
+    tables = _tables(store, 2, start)
+    _deal(store, tables, 2, start)
+    first = FloorProtection(db_url, FloorBudget(tables=2))
+    first.step()
+    first.close()
+    store.db.x("UPDATE floor_protection SET state = ? WHERE id = 1", ("[" * 100_000,))
+    _deal(store, tables, 2, start + timedelta(minutes=1))
+    again = FloorProtection(db_url, FloorBudget(tables=2))
+    with caplog.at_level(logging.ERROR, logger="pit.floorwatch"):
+        assert again.step() == []
+    assert any("pit_floor_protection_state_unreadable" in r.message for r in caplog.records)
+    assert again.rounds_taken == 2 * len(tables)
+    assert _one(store, "SELECT count(*) FROM rounds WHERE pooled = 0")[0] == 0
+    assert floor_view(store.db)["pools"]  # saved again, readable
+    again.close()
+    store.close()
+
+
 def test_two_pits_take_turns_on_one_state(db_url: str) -> None:
     """Two pits' workers on one database: each step reads the state the other saved first, so
     every round is pooled once whichever pit takes it; on PostgreSQL a worker that cannot get
