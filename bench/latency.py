@@ -6,7 +6,9 @@ simulated on ptys in this process, MQTT to a Mosquitto this benchmark starts on 
 (persistence off) and the display on a free port. A round's clock starts when the last byte of
 the frame that completes the deal (the STUB, after the seven packets; DEAL_END follows it at
 once) has been written to the pty, and stops when (a) the round message arrives at an aiomqtt
-subscriber here and (b) the dealer page's event stream (/api/events) delivers the settled round.
+subscriber (the casino system) and (b) the dealer page's event stream (/api/events) delivers the
+settled round. Each observer is a process of its own, as the casino system and the dealer's
+browser are: in one event loop, one's arrival waited while the other's was parsed.
 
 The same-run floor, measured after every round under the same load: an fsync of a small
 appended file on the journal's file system plus a QoS 1 publish→receive round trip through the
@@ -92,37 +94,123 @@ class Arrivals:
         return True
 
 
-async def subscriber(port: int, arrivals: Arrivals) -> None:
-    """The casino system: every message of the table, and the probes, stamped on arrival."""
-    prefix = topic_prefix(TABLE)
+# --- the observers: each a process of its own, as the casino system and the dealer's browser are --
+#
+# Both stamp an arrival with ``time.perf_counter()`` (CLOCK_MONOTONIC: one clock for every process
+# of the machine) the moment their event loop hands it over, and write it to their stdout as one
+# JSON line; this process reads the lines. Run in this process, the two shared an event loop with
+# each other: the dealer page's event (one hop from the daemon) usually came first, and the
+# casino system's message, through the broker, waited until the page's had been parsed, which
+# added about 0.6 ms to the MQTT median on a quiet machine (docs/performance.md, ninth session).
+
+
+async def observe_mqtt(port: int, prefix: str) -> None:
+    """The casino system (``--observe mqtt``): every message of the table, and the probes."""
+    out = sys.stdout
     async with aiomqtt.Client("127.0.0.1", port, identifier="bench-latency-casino") as client:
         await client.subscribe(f"{prefix}#", qos=1)
         await client.subscribe(PROBE_TOPIC, qos=1)
-        arrivals.subscribed.set()
+        out.write(json.dumps({"ready": True}) + "\n")
+        out.flush()
         async for message in client.messages:
             at, wall = time.perf_counter(), time.time()
             raw = message.payload
             body = json.loads(raw if isinstance(raw, bytes | str) else b"{}")
             topic = message.topic.value
+            seen: dict[str, Any] = {"at": at}
             if topic == PROBE_TOPIC:
-                arrivals.probes[body["id"]] = at
+                seen["probe"] = body["id"]
             elif topic in (f"{prefix}round", f"{prefix}dead"):
-                shuffle = body["payload"].get("shuffle_id", "")
-                arrivals.mqtt[shuffle] = (at, wall, body["time"], bool(body["replayed"]))
+                seen.update(
+                    round=body["payload"].get("shuffle_id", ""),
+                    wall=wall,
+                    time=body["time"],
+                    replayed=bool(body["replayed"]),
+                )
             elif topic == f"{prefix}status":
-                arrivals.statuses.append(body["payload"]["state"])
-            arrivals.changed.set()
+                seen["status"] = body["payload"]["state"]
+            else:
+                continue
+            out.write(json.dumps(seen) + "\n")
+            out.flush()
 
 
-async def dealer_page(url: str, arrivals: Arrivals) -> None:
-    """The dealer page's live stream: the settled round's ``round`` event, stamped on arrival."""
+async def observe_page(url: str) -> None:
+    """The dealer page (``--observe page``): the live stream's settled ``round`` events."""
+    out = sys.stdout
     async with aiohttp.ClientSession() as session:
         async for event in sse_events(session, url):
             if event.event == "snapshot":
-                arrivals.sse_connected.set()
+                out.write(json.dumps({"ready": True}) + "\n")
             elif event.event == "round" and event.data.get("result"):
-                arrivals.sse[event.data["result"].get("shuffle_id", "")] = event.at
-                arrivals.changed.set()
+                shuffle = event.data["result"].get("shuffle_id", "")
+                out.write(json.dumps({"at": event.at, "round": shuffle}) + "\n")
+            else:
+                continue
+            out.flush()
+
+
+async def observer(
+    what: list[str], on_line: Any, started: list[asyncio.subprocess.Process]
+) -> None:
+    """Run ``bench/latency.py --observe …`` and hand each line it writes to ``on_line``."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--observe",
+        *what,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    started.append(proc)
+    assert proc.stdout is not None
+    try:
+        async for line in proc.stdout:
+            on_line(json.loads(line))
+        raise RuntimeError(f"the observer {what[0]} exited with {await proc.wait()}")
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            await proc.wait()
+
+
+async def subscriber(
+    port: int, arrivals: Arrivals, started: list[asyncio.subprocess.Process]
+) -> None:
+    """The casino system's arrivals, from its process."""
+
+    def seen(line: dict[str, Any]) -> None:
+        if line.get("ready"):
+            arrivals.subscribed.set()
+        elif "probe" in line:
+            arrivals.probes[line["probe"]] = line["at"]
+        elif "round" in line:
+            arrivals.mqtt[line["round"]] = (
+                line["at"],
+                line["wall"],
+                line["time"],
+                line["replayed"],
+            )
+        elif "status" in line:
+            arrivals.statuses.append(line["status"])
+        arrivals.changed.set()
+
+    await observer(["mqtt", str(port), topic_prefix(TABLE)], seen, started)
+
+
+async def dealer_page(
+    url: str, arrivals: Arrivals, started: list[asyncio.subprocess.Process]
+) -> None:
+    """The dealer page's arrivals, from its process."""
+
+    def seen(line: dict[str, Any]) -> None:
+        if line.get("ready"):
+            arrivals.sse_connected.set()
+        else:
+            arrivals.sse[line["round"]] = line["at"]
+            arrivals.changed.set()
+
+    await observer(["page", url], seen, started)
 
 
 class Floor:
@@ -231,9 +319,12 @@ async def bench(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     arrivals = Arrivals()
     disk = DiskMonitor(tmp)
     tasks: list[asyncio.Task[None]] = []
+    observers: list[asyncio.subprocess.Process] = []
     try:
         await devices.open()
-        tasks.append(asyncio.create_task(subscriber(broker.port, arrivals), name="subscriber"))
+        tasks.append(
+            asyncio.create_task(subscriber(broker.port, arrivals, observers), name="subscriber")
+        )
         await asyncio.wait_for(arrivals.subscribed.wait(), WAIT)
         greeted = devices.greetings()
         ready = await table.start()
@@ -241,7 +332,7 @@ async def bench(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         if not await devices.wait_greeted(greeted):
             raise RuntimeError("the daemon did not open the device ports")
         url = f"http://127.0.0.1:{http_port}/api/events"
-        tasks.append(asyncio.create_task(dealer_page(url, arrivals), name="sse"))
+        tasks.append(asyncio.create_task(dealer_page(url, arrivals, observers), name="sse"))
         await asyncio.wait_for(arrivals.sse_connected.wait(), 30)
         if not await arrivals.until(lambda: "online" in arrivals.statuses, 30):
             raise RuntimeError("the table never said it is online over MQTT")
@@ -297,6 +388,10 @@ async def bench(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for proc in observers:  # a task cancelled before its first step never reached its finally
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
         await table.stop()
         table.close()
         await devices.close()
@@ -380,7 +475,17 @@ def main() -> int:
     parser.add_argument(
         "--keep", metavar="DIR", help="work in DIR (new) and keep it: journal, logs"
     )
+    parser.add_argument(
+        "--observe", nargs="+", metavar="ARG", help=argparse.SUPPRESS
+    )  # this benchmark's own observers: `mqtt PORT PREFIX` or `page URL`
     args = parser.parse_args()
+    if args.observe:
+        kind, *rest = args.observe
+        with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
+            asyncio.run(
+                observe_mqtt(int(rest[0]), rest[1]) if kind == "mqtt" else observe_page(rest[0])
+            )
+        return 0
     configure_logging("WARNING", "console")  # the simulators' debug lines are not figures
     if args.keep:
         Path(args.keep).mkdir(parents=True)

@@ -46,3 +46,13 @@ def test_the_pooled_protection_figures() -> None:
     text = json.dumps(figures)
     for part in ("one_riffle", "false_alarms", "attribution", "ms_per_round"):
         assert part in text, part
+
+
+def test_the_latency_figures() -> None:
+    """bench/latency.py on three rounds (issue 42): a real daemon, its broker, and the casino
+    system and the dealer page each observing from a process of its own; every round arrives
+    at both, the floor is sampled after each, and the daemon stops cleanly."""
+    figures = _figures("bench/latency.py", "--rounds", "3", "--warmup", "1")
+    assert figures["rounds"] == 3 and figures["missing"] == 0 and figures["daemon_exit"] == 0
+    for key in ("mqtt_p50_ms", "display_p50_ms", "floor_p50_ms", "rtt_p50_ms"):
+        assert float(str(figures[key])) > 0, key
