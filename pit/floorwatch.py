@@ -41,7 +41,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -73,6 +73,52 @@ class StoredRound(BaseModel):
     payload: RoundPayload
 
 
+class _StoredShare(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    table: str
+    llr: float
+    rounds: int
+
+
+class _StoredAttribution(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    verdict: Literal["table", "model", "device", "undecided"]
+    table: str | None
+    shares: list[_StoredShare]
+
+
+class _StoredTest(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    test: str
+    title: str
+    detail: str
+    statistic: float
+    threshold: float
+    rounds: int
+    since: str | None
+    at: str
+
+
+class StoredFinding(BaseModel):
+    """A pooled finding as the floor stored it (``PooledFinding.to_dict``), checked for what the
+    page shows and the re-attribution reads, in the pass that parses it. A text rewritten in the
+    database into something else (no JSON, a member missing or of another type, arrays nested
+    too deep for any parser) raises ``ValidationError``, a ``ValueError``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    pool: str
+    label: str
+    advice: str
+    tables: list[str]
+    cusum: int
+    finding: _StoredTest
+    attribution: _StoredAttribution
+
+
+#: What reading a stored text the floor wrote raises once somebody has rewritten it.
+UNREADABLE = (ValueError, KeyError, TypeError, RecursionError)
+
+
 class FloorProtection:
     """``step`` from one thread (its own connection); ``view`` reads what the last step saved."""
 
@@ -83,6 +129,8 @@ class FloorProtection:
         self.floor: FloorWatch | None = None
         self.generation = -1
         self.rounds_taken = 0
+        #: The pooled findings found unreadable (alarm, test), each said on the log once.
+        self.unreadable: set[tuple[str, str]] = set()
 
     def close(self) -> None:
         if self.db is not None:
@@ -137,7 +185,7 @@ class FloorProtection:
             try:
                 floor.load(json.loads(row[1]))
                 self.generation = int(row[0])
-            except (ValueError, KeyError, TypeError, RecursionError) as exc:  # rewritten
+            except UNREADABLE as exc:  # rewritten
                 log.error("pit_floor_protection_state_unreadable: %s: starting afresh", exc)
         self.floor = floor
         return floor
@@ -205,16 +253,24 @@ class FloorProtection:
         )
         first: set[str] = set()
         for alarm_id, test, body in rows:
-            data = json.loads(body)
             main = alarm_id not in first
             first.add(alarm_id)
-            if data["attribution"]["verdict"] != "undecided" or data.get("cusum", -1) < 0:
+            try:
+                stored = StoredFinding.model_validate_json(body)
+                if stored.attribution.verdict != "undecided" or stored.cusum < 0:
+                    continue
+                finding = _finding(stored.finding.model_dump(), stored.cusum)
+                pool = PoolKey.from_id(stored.pool)
+            except UNREADABLE as exc:  # rewritten in the database: its record alarm stands
+                if (alarm_id, test) not in self.unreadable:
+                    self.unreadable.add((alarm_id, test))
+                    log.error("pit_pooled_finding_unreadable alarm=%s test=%s: %s",
+                              alarm_id, test, _first_line(exc))  # fmt: skip
                 continue
-            finding = _finding(data["finding"], int(data["cusum"]))
-            a = floor.reattribute(data["pool"], test, finding.cusum, finding.since or finding.at)
+            a = floor.reattribute(stored.pool, test, finding.cusum, finding.since or finding.at)
             if a is None or a.verdict == "undecided":
                 continue
-            pf = PooledFinding(PoolKey.from_id(data["pool"]), finding, a, tuple(data["tables"]))
+            pf = PooledFinding(pool, finding, a, tuple(stored.tables))
             db.x(
                 "UPDATE pooled_findings SET body = ? WHERE alarm_id = ? AND test = ?",
                 (json.dumps(pf.to_dict()), alarm_id, test),
@@ -326,13 +382,23 @@ def floor_view(db: Database) -> dict[str, Any]:
     """What the page shows (``/api/protection``'s ``floor``): the budget, every pool with its
     tests against their thresholds and its tables, and the pooled findings, newest first."""
     row = db.one("SELECT view FROM floor_protection WHERE id = 1")
-    view: dict[str, Any] = json.loads(row[0]) if row else {"budget": None, "pools": []}
+    view: dict[str, Any] = {"budget": None, "pools": []}
+    if row:
+        try:
+            view = json.loads(row[0])
+            if not isinstance(view, dict) or not isinstance(view.get("pools"), list):
+                raise TypeError("not the floor's view")
+        except UNREADABLE:  # rewritten: the page says so; the next step writes it again
+            view = {"budget": None, "pools": [], "unreadable": True}
     findings = []
     for alarm_id, body, acked_by, acked_at in db.all(
         "SELECT p.alarm_id, p.body, r.acked_by, r.acked_at FROM pooled_findings p "
         "LEFT JOIN record_alarms r ON r.id = p.alarm_id ORDER BY p.raised_at DESC LIMIT 50"
     ):
-        item = json.loads(body)
+        try:
+            item = StoredFinding.model_validate_json(body).model_dump(mode="json")
+        except UNREADABLE:  # rewritten: shown as such, with its alarm (the step logs it)
+            item = {"unreadable": True}
         item |= {"alarm_id": alarm_id, "acked_by": acked_by, "acked_at": acked_at}
         findings.append(item)
     view["findings"] = findings
@@ -433,3 +499,9 @@ class FloorProcess:
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's first line (pydantic's run to many, with the input quoted)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

@@ -246,28 +246,40 @@ function bar(t) {
 const VERDICT = {table: "one table's device", model: "the model", device: "this device, wherever it was", undecided: "not yet decided"};
 
 function finding(f) {
+  const open = f.acked_at == null;
+  const ackOrDone = open ? `<button class="btn small" data-floor-ack="${esc(f.alarm_id)}">Acknowledge</button>`
+    : `<p class="small muted">Acknowledged by ${esc(f.acked_by)} at ${esc(timeAt(f.acked_at))}: the test started again</p>`;
+  if (f.unreadable) {  // its stored text was rewritten in the database (pit/floorwatch.py)
+    return `<article class="finding unreadable ${open ? "open" : "done"}">
+    <h3>A pooled finding that cannot be read</h3>
+    <p>Its stored text was changed in the database and is not what the pit wrote. Its record alarm
+      ${esc(f.alarm_id)} stands; the pit's log names it (pit_pooled_finding_unreadable).</p>
+    ${ackOrDone}
+  </article>`;
+  }
   const a = f.attribution, x = f.finding;
   const max = Math.max(1e-9, ...a.shares.map((s) => Math.abs(s.llr)));
   const shares = a.shares.slice(0, 12).map((s) => `<div class="share ${s.llr > 0 ? "pos" : "neg"}"><span>${esc(s.table)}</span>
     <span class="ptrack"><span class="pfill" style="width:${(100 * Math.abs(s.llr) / max).toFixed(1)}%"></span></span>
     <span>${s.llr.toFixed(1)} nats · ${s.rounds} rounds</span></div>`).join("");
-  const open = f.acked_at == null;
   return `<article class="finding ${open ? "open" : "done"}" data-pool="${esc(f.pool)}">
     <h3>${esc(f.label)} — ${esc(x.title)}: ${esc(x.detail)}</h3>
     <p><b>Whose:</b> <span class="verdict">${esc(VERDICT[a.verdict] || a.verdict)}${a.table && a.verdict !== "model" ? ": " + esc(a.table) : ""}</span>
       · ${x.statistic.toFixed(1)} nats against ${x.threshold.toFixed(1)} in ${x.rounds} rounds since ${esc(timeAt(x.since))}</p>
     <p class="advice">${esc(f.advice)}</p>
     <div class="shares">${shares}</div>
-    ${open ? `<button class="btn small" data-floor-ack="${esc(f.alarm_id)}">Acknowledge</button>`
-      : `<p class="small muted">Acknowledged by ${esc(f.acked_by)} at ${esc(timeAt(f.acked_at))}: the test started again</p>`}
+    ${ackOrDone}
   </article>`;
 }
 
 function floorView(floor) {
   const pools = (floor && floor.pools) || [], findings = (floor && floor.findings) || [];
-  $("floor-tile").hidden = pools.length === 0 && findings.length === 0;
+  const unreadable = Boolean(floor && floor.unreadable);
+  $("floor-tile").hidden = pools.length === 0 && findings.length === 0 && !unreadable;
   const b = floor && floor.budget;
-  $("floor-budget").textContent = b ? `The floor's budget: ${b.false_alarms_per_year} false alarms a year over ${b.tables} tables — ` +
+  $("floor-budget").textContent = unreadable
+    ? "The floor's saved view was changed in the database and cannot be read: the pit writes it again with the next rounds it pools."
+    : b ? `The floor's budget: ${b.false_alarms_per_year} false alarms a year over ${b.tables} tables — ` +
     `${(100 * b.pooled_share).toFixed(0)} % to these pools, the rest to the tables' own watches ` +
     `(each table's false_alarms_per_year: ${b.table_false_alarms_per_year.toPrecision(2)}).` : "";
   const seen = new Set();

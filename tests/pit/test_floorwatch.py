@@ -218,6 +218,61 @@ def test_a_saved_state_rewritten_too_deep_to_read_is_logged_and_started_afresh(
     store.close()
 
 
+@pytest.mark.parametrize(
+    "rewritten",
+    ["not json {", json.dumps({"pool": POOL, "label": "x"}), "[" * 100_000],
+    ids=["no-json", "members-missing", "nested-100000-deep"],
+)
+def test_a_pooled_finding_rewritten_in_the_database_is_said_and_passed_over(
+    db_url: str, rewritten: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Someone with the database's password rewrites a raised finding's stored text (and then
+    the floor's saved view). Each step read every open finding's text and stopped at the first
+    it could not parse or lacked a member of: no step ended, nothing more was pooled, and the
+    page's /api/protection failed. Now the floor says which (once), steps on, the page shows the
+    finding as unreadable with its record alarm, which a supervisor still acknowledges, and a
+    rewritten view is shown as such until the next step writes it again."""
+    store = _store(db_url)
+    start = datetime.now(UTC) - timedelta(minutes=5)
+    tables = _tables(store, 4, start)
+    _deal(store, tables, 14, start)
+    floor = FloorProtection(db_url, FloorBudget(tables=4))
+    alarms = floor.step()
+    assert [a["kind"] for a in alarms] == ["pooled_protection"]
+    tests = [row[0] for row in store.db.all("SELECT test FROM pooled_findings")]
+    store.db.x("UPDATE pooled_findings SET body = ?", (rewritten,))
+
+    _deal(store, tables, 2, start + timedelta(minutes=1))
+    with caplog.at_level(logging.ERROR, logger="pit.floorwatch"):
+        assert floor.step() == []
+        _deal(store, tables, 2, start + timedelta(minutes=2))
+        assert floor.step() == []  # said once, not at every step
+    said = [r.getMessage() for r in caplog.records if "pit_pooled_finding_unreadable" in r.message]
+    assert sorted(said) == sorted(
+        line for line in said if f"alarm={alarms[0]['id']} test=" in line
+    ) and len(said) == len(tests)
+    assert _one(store, "SELECT count(*) FROM rounds WHERE pooled = 0")[0] == 0  # pooled on
+
+    view = floor_view(store.db)  # the rewritten ones shown as such; any raised since, whole
+    unreadable = [item for item in view["findings"] if item.get("unreadable")]
+    assert view["pools"] and len(unreadable) == len(tests)
+    for item in view["findings"]:
+        assert item["alarm_id"] == alarms[0]["id"] and item["acked_at"] is None
+        assert item.get("unreadable") or item["pool"] == POOL
+    assert Sessions(store.db).acknowledge_record_alarm(alarms[0]["id"], "S-1 Sam")
+    assert floor.step() == []
+    assert floor_view(store.db)["findings"][0]["acked_by"] == "S-1 Sam"
+
+    store.db.x("UPDATE floor_protection SET view = ? WHERE id = 1", (rewritten,))
+    assert floor_view(store.db)["unreadable"] is True
+    _deal(store, tables, 2, start + timedelta(minutes=3))
+    assert floor.step() == []
+    again = floor_view(store.db)
+    assert "unreadable" not in again and again["pools"]
+    floor.close()
+    store.close()
+
+
 def test_two_pits_take_turns_on_one_state(db_url: str) -> None:
     """Two pits' workers on one database: each step reads the state the other saved first, so
     every round is pooled once whichever pit takes it; on PostgreSQL a worker that cannot get

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -225,3 +225,36 @@ async def test_lost_database_banner(broker: Mosquitto, browser: playwright_api.B
             assert await page.locator(".table-tile").count() == 2  # the last state, kept
             await page.screenshot(path=str(SCREENS / "pit-lost-database-1024x768.png"))
             await page.close()
+
+
+async def test_a_pooled_finding_rewritten_in_the_database_is_shown_as_such(
+    broker: Mosquitto, sqlite_url: str, browser: playwright_api.Browser
+) -> None:
+    """A raised finding's stored text rewritten in the database, nested 100,000 arrays deep:
+    the floor tile says it cannot be read and names its record alarm, which stays open to
+    acknowledge (the page's /api/protection failed on it, and the tile never came)."""
+    from pit.floorwatch import FloorProtection
+    from pit.pooling import FloorBudget
+    from tests.pit.test_floorwatch import _deal, _store, _tables
+
+    store = _store(sqlite_url)
+    start = datetime.now(UTC) - timedelta(minutes=5)
+    tables = _tables(store, 4, start)
+    _deal(store, tables, 14, start)
+    floor = FloorProtection(sqlite_url, FloorBudget(tables=4))
+    alarms = floor.step()
+    floor.close()
+    assert [a["kind"] for a in alarms] == ["pooled_protection"]
+    store.db.x("UPDATE pooled_findings SET body = ?", ("[" * 100_000,))
+    store.close()
+    async with RunningPit(_config(broker.port, sqlite_url)) as pit:
+        assert pit.web is not None
+        page = await browser.new_page(viewport={"width": 1280, "height": 800})
+        await page.goto(f"{pit.web.url}/")
+        tile = page.locator("#floor-tile")
+        await tile.locator(".finding.unreadable.open").wait_for(timeout=WAIT_MS)
+        text = await tile.inner_text()
+        assert "cannot be read" in text and str(alarms[0]["id"]) in text
+        assert await tile.locator(f"[data-floor-ack='{alarms[0]['id']}']").count() == 1
+        assert await tile.locator(".pool").count() == 2  # the pools, as saved, still shown
+        await page.close()
