@@ -186,7 +186,9 @@ class FloorProtection:
                 floor.load(json.loads(row[1]))
                 self.generation = int(row[0])
             except UNREADABLE as exc:  # rewritten
-                log.error("pit_floor_protection_state_unreadable: %s: starting afresh", exc)
+                log.error(
+                    "pit_floor_protection_state_unreadable: %s: starting afresh", _first_line(exc)
+                )
         self.floor = floor
         return floor
 
@@ -231,7 +233,8 @@ class FloorProtection:
                 obs = observation_from_round(payload)
                 at = _aware(payload.closed_at or datetime.fromisoformat(stored.time))
             except (ValueError, KeyError, TypeError) as exc:  # stored, so signed: log, go on
-                log.error("pit_pooled_round_unreadable table=%s round=%s: %s", table, round_id, exc)
+                log.error("pit_pooled_round_unreadable table=%s round=%s: %s",
+                          table, round_id, _first_line(exc))  # fmt: skip
                 continue
             if obs is None:
                 continue

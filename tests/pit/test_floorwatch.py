@@ -180,6 +180,7 @@ def test_a_stored_round_altered_in_the_database_is_logged_and_passed_over(
         assert floor.step() == []
     said = [r.getMessage() for r in caplog.records if "pit_pooled_round_unreadable" in r.message]
     assert len(said) == 4
+    assert all("\n" not in line and "[[[" not in line for line in said)  # one line, no input
     for table, round_id, _, _ in rows[:4]:  # each once, whatever order the floor took them in
         assert sum(f"table={table} round={round_id}:" in line for line in said) == 1
     assert floor.rounds_taken == _one(store, "SELECT count(*) FROM rounds")[0]
@@ -251,6 +252,7 @@ def test_a_pooled_finding_rewritten_in_the_database_is_said_and_passed_over(
     assert sorted(said) == sorted(
         line for line in said if f"alarm={alarms[0]['id']} test=" in line
     ) and len(said) == len(tests)
+    assert all("\n" not in line and "[[[" not in line for line in said)
     assert _one(store, "SELECT count(*) FROM rounds WHERE pooled = 0")[0] == 0  # pooled on
 
     view = floor_view(store.db)  # the rewritten ones shown as such; any raised since, whole
