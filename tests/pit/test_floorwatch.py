@@ -65,17 +65,24 @@ def _deal(store: Store, tables: list[SimTable], rounds: int, start: datetime) ->
         store.ingest(_incoming(batch), {})
 
 
-def test_a_models_weakness_raised_once_attributed_acknowledged_and_restarted(db_url: str) -> None:
-    """The simulated tables' RNG boxes all draw 1 (a model's weakness, as far as the floor can
-    tell): the pool of that model finds it, says the model and names the tables; a pit started
-    again on the same database takes no round twice and raises nothing twice; the supervisor's
-    acknowledgement restarts the test."""
+def raised(db_url: str) -> tuple[Store, list[SimTable], datetime, FloorProtection, list[Any]]:
+    """Four simulated tables whose RNG boxes all draw 1 (a model's weakness, as far as the floor
+    can tell), 14 rounds each, and the floor's first step over them: the store, the tables, the
+    deals' start, the floor and the record alarms that step raised."""
     store = _store(db_url)
     start = datetime.now(UTC) - timedelta(minutes=5)
     tables = _tables(store, 4, start)
     _deal(store, tables, 14, start)
     floor = FloorProtection(db_url, FloorBudget(tables=4))
-    alarms = floor.step()
+    return store, tables, start, floor, floor.step()
+
+
+def test_a_models_weakness_raised_once_attributed_acknowledged_and_restarted(db_url: str) -> None:
+    """The simulated tables' RNG boxes all draw 1 (a model's weakness, as far as the floor can
+    tell): the pool of that model finds it, says the model and names the tables; a pit started
+    again on the same database takes no round twice and raises nothing twice; the supervisor's
+    acknowledgement restarts the test."""
+    store, tables, start, floor, alarms = raised(db_url)
     settled = _one(store, "SELECT count(*) FROM rounds WHERE status = 'settled'")[0]
     assert floor.rounds_taken == _one(store, "SELECT count(*) FROM rounds")[0] >= settled > 20
     assert [a["kind"] for a in alarms] == ["pooled_protection"]
@@ -233,12 +240,7 @@ def test_a_pooled_finding_rewritten_in_the_database_is_said_and_passed_over(
     page's /api/protection failed. Now the floor says which (once), steps on, the page shows the
     finding as unreadable with its record alarm, which a supervisor still acknowledges, and a
     rewritten view is shown as such until the next step writes it again."""
-    store = _store(db_url)
-    start = datetime.now(UTC) - timedelta(minutes=5)
-    tables = _tables(store, 4, start)
-    _deal(store, tables, 14, start)
-    floor = FloorProtection(db_url, FloorBudget(tables=4))
-    alarms = floor.step()
+    store, tables, start, floor, alarms = raised(db_url)
     assert [a["kind"] for a in alarms] == ["pooled_protection"]
     tests = [row[0] for row in store.db.all("SELECT test FROM pooled_findings")]
     store.db.x("UPDATE pooled_findings SET body = ?", (rewritten,))
