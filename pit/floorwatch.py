@@ -115,6 +115,48 @@ class StoredFinding(BaseModel):
     attribution: _StoredAttribution
 
 
+class _ViewTest(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    title: str
+    statistic: float
+    threshold: float
+    worst: str
+    alarmed_since: str | None
+
+
+class _ViewTable(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    table: str
+    rounds: int
+
+
+class _ViewPool(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    pool: str
+    label: str
+    kind: str
+    rounds: int
+    tables: list[_ViewTable]
+    tests: list[_ViewTest]
+
+
+class _ViewBudget(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    false_alarms_per_year: float
+    pooled_share: float
+    tables: int
+    table_false_alarms_per_year: float
+
+
+class StoredView(BaseModel):
+    """The floor's saved view (``FloorProtection._save``) as the page reads it; a text rewritten
+    in the database into something else raises ``ValidationError``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    budget: _ViewBudget | None
+    pools: list[_ViewPool]
+
+
 #: What reading a stored text the floor wrote raises once somebody has rewritten it.
 UNREADABLE = (ValueError, KeyError, TypeError, RecursionError)
 
@@ -388,9 +430,7 @@ def floor_view(db: Database) -> dict[str, Any]:
     view: dict[str, Any] = {"budget": None, "pools": []}
     if row:
         try:
-            view = json.loads(row[0])
-            if not isinstance(view, dict) or not isinstance(view.get("pools"), list):
-                raise TypeError("not the floor's view")
+            view = StoredView.model_validate_json(row[0]).model_dump(mode="json")
         except UNREADABLE:  # rewritten: the page says so; the next step writes it again
             view = {"budget": None, "pools": [], "unreadable": True}
     findings = []

@@ -267,8 +267,9 @@ def test_a_pooled_finding_rewritten_in_the_database_is_said_and_passed_over(
     assert floor.step() == []
     assert floor_view(store.db)["findings"][0]["acked_by"] == "S-1 Sam"
 
-    store.db.x("UPDATE floor_protection SET view = ? WHERE id = 1", (rewritten,))
-    assert floor_view(store.db)["unreadable"] is True
+    for text in (rewritten, json.dumps({"budget": None, "pools": [1]})):  # and well-formed
+        store.db.x("UPDATE floor_protection SET view = ? WHERE id = 1", (text,))
+        assert floor_view(store.db)["unreadable"] is True, text
     _deal(store, tables, 2, start + timedelta(minutes=3))
     assert floor.step() == []
     again = floor_view(store.db)
