@@ -5,7 +5,8 @@ Runs `paigow-table run --config …` as a real process with simulated devices on
 Unix datagram socket as $NOTIFY_SOCKET: the time from spawn to READY=1, then the resident
 memory (VmRSS, /proc) after dealing rounds, sampled over the steady part. The same-run baseline
 is a bare `python -c pass` (start time) and a bare interpreter's VmRSS. The last line is one JSON
-object. Run: `.venv/bin/python bench/footprint.py [--runs 5] [--rounds 200] [--with-services]`.
+object. Run: `.venv/bin/python bench/footprint.py [--runs 5] [--rounds 200] [--with-services
+[--no-web-display]] [--installed] [--smaps]`.
 
 With ``--installed`` the daemon is the installed package's, started as its unit starts it
 (``/opt/paigow-table/.venv/bin/paigow-table run``: Debian's Python, isolated, the package's own
@@ -17,6 +18,9 @@ Without ``--with-services`` the daemon runs its devices only (``[display] enable
 the display is on by default, on port 8080). With it, the config gains ``[mqtt]`` to a
 Mosquitto this benchmark starts on a free port and ``[display]`` on a free port, as a table runs
 on the floor; the outbox must then be empty after the rounds (every message acknowledged).
+``--no-web-display`` keeps MQTT and its signed feed and switches the web display off: the
+table whose results show on a serial pole display, and what the web display costs (the
+difference with ``--with-services`` alone).
 """
 
 from __future__ import annotations
@@ -190,6 +194,13 @@ def main() -> int:
         help="MQTT to a broker started here and the display on a free port",
     )
     parser.add_argument(
+        "--no-web-display",
+        action="store_true",
+        help="with --with-services: MQTT and its signed feed, the web display switched off (a "
+        "table whose results show on a pole display); what the web display costs is the "
+        "difference",
+    )
+    parser.add_argument(
         "--smaps", action="store_true", help="after the rounds, the resident size by mapping"
     )
     parser.add_argument(
@@ -198,6 +209,8 @@ def main() -> int:
         help=f"the installed package's daemon ({INSTALLED}/paigow-table), as its unit runs it",
     )
     args = parser.parse_args()
+    if args.no_web_display and not args.with_services:
+        parser.error("--no-web-display goes with --with-services (without it there is none)")
     under = PACKAGE if args.installed else CHECKOUT
     if args.installed and not Path(PACKAGE.daemon[0]).exists():
         parser.error(f"no {PACKAGE.daemon[0]}: make package, then dpkg -i dist/*.deb")
@@ -206,7 +219,8 @@ def main() -> int:
         tmp = Path(name)
         if args.with_services:
             broker = stack.enter_context(broker_process(tmp / "broker"))
-            extra = mqtt_section(broker) + display_section(free_port())
+            web = None if args.no_web_display else free_port()
+            extra = mqtt_section(broker) + display_section(web)
         else:
             extra = display_section(None)
         config = write_config(tmp, extra)
@@ -252,11 +266,13 @@ def main() -> int:
         f"interpreter); goal 60 MB: {'met' if rss_mb <= 60 else 'NOT met'}"
     )
     if args.with_services:
-        print(f"with MQTT and display: outbox pending after the run {pending} (0: all delivered)")
+        what = "MQTT, no web display" if args.no_web_display else "MQTT and display"
+        print(f"with {what}: outbox pending after the run {pending} (0: all delivered)")
     print(
         json.dumps(
             {
                 "services": args.with_services,
+                "web_display": args.with_services and not args.no_web_display,
                 "installed": args.installed,
                 "python": version,
                 "ready_s": round(ready_s, 3),

@@ -56,3 +56,18 @@ def test_the_latency_figures() -> None:
     assert figures["rounds"] == 3 and figures["missing"] == 0 and figures["daemon_exit"] == 0
     for key in ("mqtt_p50_ms", "display_p50_ms", "floor_p50_ms", "rtt_p50_ms"):
         assert float(str(figures[key])) > 0, key
+
+
+def test_the_footprint_figures_without_the_web_display() -> None:
+    """bench/footprint.py --with-services --no-web-display (issue 42: what the web display
+    costs is the difference): the daemon publishes to its broker with the display switched off,
+    every message acknowledged; the flag alone is refused."""
+    figures = _figures("bench/footprint.py", "--with-services", "--no-web-display",
+                       "--runs", "1", "--rounds", "3")  # fmt: skip
+    assert figures["services"] is True and figures["web_display"] is False
+    assert figures["outbox_pending"] == 0 and float(str(figures["rss_mb_max"])) > 0
+    alone = subprocess.run(
+        [sys.executable, "bench/footprint.py", "--no-web-display"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert alone.returncode == 2 and "--with-services" in alone.stderr
