@@ -73,22 +73,29 @@ class StoredRound(BaseModel):
     payload: RoundPayload
 
 
-class _StoredShare(BaseModel):
+class _Stored(BaseModel):
+    """What the floor reads back of a text it wrote: the members it uses, typed; the rest kept
+    as they are."""
+
     model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class _TableRounds(_Stored):
     table: str
-    llr: float
     rounds: int
 
 
-class _StoredAttribution(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+class _StoredShare(_TableRounds):
+    llr: float
+
+
+class _StoredAttribution(_Stored):
     verdict: Literal["table", "model", "device", "undecided"]
     table: str | None
     shares: list[_StoredShare]
 
 
-class _StoredTest(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+class _StoredTest(_Stored):
     test: str
     title: str
     detail: str
@@ -99,13 +106,12 @@ class _StoredTest(BaseModel):
     at: str
 
 
-class StoredFinding(BaseModel):
+class StoredFinding(_Stored):
     """A pooled finding as the floor stored it (``PooledFinding.to_dict``), checked for what the
     page shows and the re-attribution reads, in the pass that parses it. A text rewritten in the
     database into something else (no JSON, a member missing or of another type, arrays nested
     too deep for any parser) raises ``ValidationError``, a ``ValueError``."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
     pool: str
     label: str
     advice: str
@@ -115,8 +121,7 @@ class StoredFinding(BaseModel):
     attribution: _StoredAttribution
 
 
-class _ViewTest(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+class _ViewTest(_Stored):
     title: str
     statistic: float
     threshold: float
@@ -124,35 +129,26 @@ class _ViewTest(BaseModel):
     alarmed_since: str | None
 
 
-class _ViewTable(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
-    table: str
-    rounds: int
-
-
-class _ViewPool(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+class _ViewPool(_Stored):
     pool: str
     label: str
     kind: str
     rounds: int
-    tables: list[_ViewTable]
+    tables: list[_TableRounds]
     tests: list[_ViewTest]
 
 
-class _ViewBudget(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+class _ViewBudget(_Stored):
     false_alarms_per_year: float
     pooled_share: float
     tables: int
     table_false_alarms_per_year: float
 
 
-class StoredView(BaseModel):
+class StoredView(_Stored):
     """The floor's saved view (``FloorProtection._save``) as the page reads it; a text rewritten
     in the database into something else raises ``ValidationError``."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
     budget: _ViewBudget | None
     pools: list[_ViewPool]
 
