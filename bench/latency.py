@@ -80,6 +80,22 @@ class Arrivals:
     subscribed: asyncio.Event = field(default_factory=asyncio.Event)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
+    def seen(self, line: dict[str, Any]) -> None:
+        """One line an observer wrote (``observe_mqtt``, ``observe_page``)."""
+        if line.get("ready") == "mqtt":
+            self.subscribed.set()
+        elif line.get("ready") == "page":
+            self.sse_connected.set()
+        elif "probe" in line:
+            self.probes[line["probe"]] = line["at"]
+        elif "round" in line:
+            self.mqtt[line["round"]] = (line["at"], line["wall"], line["time"], line["replayed"])
+        elif "page" in line:
+            self.sse[line["page"]] = line["at"]
+        elif "status" in line:
+            self.statuses.append(line["status"])
+        self.changed.set()
+
     async def until(self, condition: Any, timeout: float = WAIT) -> bool:
         deadline = time.monotonic() + timeout
         while not condition():
@@ -110,7 +126,7 @@ async def observe_mqtt(port: int, prefix: str) -> None:
     async with aiomqtt.Client("127.0.0.1", port, identifier="bench-latency-casino") as client:
         await client.subscribe(f"{prefix}#", qos=1)
         await client.subscribe(PROBE_TOPIC, qos=1)
-        out.write(json.dumps({"ready": True}) + "\n")
+        out.write(json.dumps({"ready": "mqtt"}) + "\n")
         out.flush()
         async for message in client.messages:
             at, wall = time.perf_counter(), time.time()
@@ -141,19 +157,17 @@ async def observe_page(url: str) -> None:
     async with aiohttp.ClientSession() as session:
         async for event in sse_events(session, url):
             if event.event == "snapshot":
-                out.write(json.dumps({"ready": True}) + "\n")
+                out.write(json.dumps({"ready": "page"}) + "\n")
             elif event.event == "round" and event.data.get("result"):
                 shuffle = event.data["result"].get("shuffle_id", "")
-                out.write(json.dumps({"at": event.at, "round": shuffle}) + "\n")
+                out.write(json.dumps({"at": event.at, "page": shuffle}) + "\n")
             else:
                 continue
             out.flush()
 
 
-async def observer(
-    what: list[str], on_line: Any, started: list[asyncio.subprocess.Process]
-) -> None:
-    """Run ``bench/latency.py --observe …`` and hand each line it writes to ``on_line``."""
+async def observer(what: list[str], arrivals: Arrivals) -> None:
+    """Run ``bench/latency.py --observe …`` and hand each line it writes to ``arrivals``."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(Path(__file__).resolve()),
@@ -162,55 +176,15 @@ async def observer(
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
     )
-    started.append(proc)
-    assert proc.stdout is not None
     try:
+        assert proc.stdout is not None
         async for line in proc.stdout:
-            on_line(json.loads(line))
+            arrivals.seen(json.loads(line))
         raise RuntimeError(f"the observer {what[0]} exited with {await proc.wait()}")
     finally:
         if proc.returncode is None:
             proc.terminate()
             await proc.wait()
-
-
-async def subscriber(
-    port: int, arrivals: Arrivals, started: list[asyncio.subprocess.Process]
-) -> None:
-    """The casino system's arrivals, from its process."""
-
-    def seen(line: dict[str, Any]) -> None:
-        if line.get("ready"):
-            arrivals.subscribed.set()
-        elif "probe" in line:
-            arrivals.probes[line["probe"]] = line["at"]
-        elif "round" in line:
-            arrivals.mqtt[line["round"]] = (
-                line["at"],
-                line["wall"],
-                line["time"],
-                line["replayed"],
-            )
-        elif "status" in line:
-            arrivals.statuses.append(line["status"])
-        arrivals.changed.set()
-
-    await observer(["mqtt", str(port), topic_prefix(TABLE)], seen, started)
-
-
-async def dealer_page(
-    url: str, arrivals: Arrivals, started: list[asyncio.subprocess.Process]
-) -> None:
-    """The dealer page's arrivals, from its process."""
-
-    def seen(line: dict[str, Any]) -> None:
-        if line.get("ready"):
-            arrivals.sse_connected.set()
-        else:
-            arrivals.sse[line["round"]] = line["at"]
-            arrivals.changed.set()
-
-    await observer(["page", url], seen, started)
 
 
 class Floor:
@@ -319,12 +293,10 @@ async def bench(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     arrivals = Arrivals()
     disk = DiskMonitor(tmp)
     tasks: list[asyncio.Task[None]] = []
-    observers: list[asyncio.subprocess.Process] = []
     try:
         await devices.open()
-        tasks.append(
-            asyncio.create_task(subscriber(broker.port, arrivals, observers), name="subscriber")
-        )
+        casino = ["mqtt", str(broker.port), topic_prefix(TABLE)]
+        tasks.append(asyncio.create_task(observer(casino, arrivals), name="subscriber"))
         await asyncio.wait_for(arrivals.subscribed.wait(), WAIT)
         greeted = devices.greetings()
         ready = await table.start()
@@ -332,7 +304,7 @@ async def bench(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         if not await devices.wait_greeted(greeted):
             raise RuntimeError("the daemon did not open the device ports")
         url = f"http://127.0.0.1:{http_port}/api/events"
-        tasks.append(asyncio.create_task(dealer_page(url, arrivals, observers), name="sse"))
+        tasks.append(asyncio.create_task(observer(["page", url], arrivals), name="sse"))
         await asyncio.wait_for(arrivals.sse_connected.wait(), 30)
         if not await arrivals.until(lambda: "online" in arrivals.statuses, 30):
             raise RuntimeError("the table never said it is online over MQTT")
@@ -388,10 +360,6 @@ async def bench(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for proc in observers:  # a task cancelled before its first step never reached its finally
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
         await table.stop()
         table.close()
         await devices.close()
