@@ -270,7 +270,7 @@ class FloorProtection:
                 payload = stored.payload
                 obs = observation_from_round(payload)
                 at = _aware(payload.closed_at or datetime.fromisoformat(stored.time))
-            except (ValueError, KeyError, TypeError) as exc:  # stored, so signed: log, go on
+            except UNREADABLE as exc:  # stored, so signed: log, go on
                 log.error("pit_pooled_round_unreadable table=%s round=%s: %s",
                           table, round_id, _first_line(exc))  # fmt: skip
                 continue
