@@ -75,9 +75,10 @@ class StoredRound(BaseModel):
 
 class _Stored(BaseModel):
     """What the floor reads back of a text it wrote: the members it uses, typed; the rest kept
-    as they are."""
+    as they are. No NaN or infinity: the floor writes finite numbers, and the page's JSON cannot
+    carry them (the browser refused the whole answer)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
 
 
 class _TableRounds(_Stored):

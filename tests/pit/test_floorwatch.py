@@ -278,6 +278,37 @@ def test_a_pooled_finding_rewritten_in_the_database_is_said_and_passed_over(
     store.close()
 
 
+def test_a_finding_or_view_given_a_number_json_cannot_carry_is_shown_as_unreadable(
+    db_url: str,
+) -> None:
+    """A raised finding's text and the saved view rewritten with NaN and Infinity where the
+    floor writes finite numbers (well-formed to Python's parser): the page's answer would carry
+    them, which a browser's JSON refuses, and the whole protection panel stopped updating. Both
+    are shown as unreadable; the same texts with the numbers put back read as before."""
+    store, _, _, floor, alarms = raised(db_url)
+    assert alarms
+    (body,) = store.db.one("SELECT body FROM pooled_findings LIMIT 1") or ("",)
+    finding = json.loads(body)
+    finding["attribution"]["shares"][0]["llr"] = float("inf")
+    finding["finding"]["statistic"] = float("nan")
+    (view_text,) = store.db.one("SELECT view FROM floor_protection WHERE id = 1") or ("",)
+    view = json.loads(view_text)
+    view["pools"][0]["tests"][0]["threshold"] = float("inf")
+    store.db.x("UPDATE pooled_findings SET body = ?", (json.dumps(finding),))
+    store.db.x("UPDATE floor_protection SET view = ? WHERE id = 1", (json.dumps(view),))
+    shown = floor_view(store.db)
+    assert shown["unreadable"] is True and shown["pools"] == []
+    assert all(item.get("unreadable") for item in shown["findings"])
+    store.db.x("UPDATE pooled_findings SET body = ?", (body,))
+    store.db.x("UPDATE floor_protection SET view = ? WHERE id = 1", (view_text,))
+    shown = floor_view(store.db)
+    assert "unreadable" not in shown and shown["pools"]
+    assert not any(item.get("unreadable") for item in shown["findings"])
+    json.dumps(shown, allow_nan=False)  # what the page is sent is JSON a browser reads
+    floor.close()
+    store.close()
+
+
 def test_two_pits_take_turns_on_one_state(db_url: str) -> None:
     """Two pits' workers on one database: each step reads the state the other saved first, so
     every round is pooled once whichever pit takes it; on PostgreSQL a worker that cannot get
